@@ -1,0 +1,257 @@
+"""The untyped syntax tree of a Pol program, as the parser builds it.
+
+Every node is a frozen dataclass carrying the `Span` of source text it came
+from; nothing here knows what a name means or what shape a value has (that is
+`check`'s job, which builds the separate typed tree in `typed.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of one source file. Lines and columns are 1-based; the end is
+    exclusive in columns (`end_column` is one past the last character)."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def to(self, other: "Span") -> "Span":
+        """The span from the start of `self` to the end of `other`."""
+        return Span(self.file, self.line, self.column, other.end_line, other.end_column)
+
+
+# ---- expressions -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Number:
+    value: float
+    text: str  # as written, so `polc fmt` keeps `0.10` as `0.10`
+    span: Span
+
+
+@dataclass(frozen=True)
+class BoolLit:
+    value: bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # "-", "+", "not"
+    operand: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str  # + - * / ^ == != < <= > >= and or
+    left: "Expr"
+    right: "Expr"
+    span: Span
+    op_span: Span
+
+
+@dataclass(frozen=True)
+class IfElse:
+    cond: "Expr"
+    then: "Expr"
+    orelse: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Kwarg:
+    name: str
+    value: "Expr"
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class Call:
+    func: str
+    args: tuple["Expr", ...]
+    kwargs: tuple[Kwarg, ...]
+    span: Span
+    func_span: Span
+
+
+@dataclass(frozen=True)
+class At:
+    """One index position: `x[i]`."""
+
+    index: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One slice position: `x[a:b]`, either end optional."""
+
+    start: Optional["Expr"]
+    stop: Optional["Expr"]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Subscript:
+    base: "Expr"
+    items: tuple[Union[At, Slice], ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Vector:
+    items: tuple["Expr", ...]
+    span: Span
+
+
+Expr = Union[Number, BoolLit, Name, Unary, Binary, IfElse, Call, Subscript, Vector]
+
+
+# ---- types, ranges, noise ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TypeSpec:
+    base: str  # "real" or "bool"
+    dims: tuple[int, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Bound:
+    value: float  # may be +-inf
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Range:
+    """`in [lo, hi]`, `>= lo` or `<= hi`; a missing end is None."""
+
+    lo: Optional[Bound]
+    hi: Optional[Bound]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Noise:
+    dist: str  # the name written after `~`, e.g. "normal"
+    args: tuple[Expr, ...]
+    kwargs: tuple[Kwarg, ...]
+    span: Span
+    dist_span: Span
+
+
+# ---- declarations -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyDecl:
+    name: str
+    doc: Optional[str]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class ObsDecl:
+    name: str
+    type: TypeSpec
+    range: Optional[Range]
+    doc: Optional[str]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class WeightDecl:
+    name: str
+    type: TypeSpec
+    range: Optional[Range]
+    init: Expr
+    doc: Optional[str]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class LatentDecl:
+    name: str
+    type: Optional[TypeSpec]
+    expr: Expr
+    doc: Optional[str]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class ActionDecl:
+    name: str
+    type: TypeSpec
+    range: Optional[Range]
+    expr: Expr
+    noise: Optional[Noise]
+    doc: Optional[str]
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
+class MonoClaim:
+    """`expect target increasing in var`."""
+
+    target: Name
+    direction: str  # "increasing" or "decreasing"
+    var: Name
+    span: Span
+
+
+@dataclass(frozen=True)
+class RangeClaim:
+    """`expect target >= b`, `> b`, `<= b`, `< b`, or `in [lo, hi]`."""
+
+    target: Name
+    op: str  # ">=", ">", "<=", "<", "in"
+    lo: Optional[Bound]
+    hi: Optional[Bound]
+    span: Span
+
+
+@dataclass(frozen=True)
+class ExpectDecl:
+    claim: Union[MonoClaim, RangeClaim]
+    doc: Optional[str]
+    span: Span
+
+
+Decl = Union[PolicyDecl, ObsDecl, WeightDecl, LatentDecl, ActionDecl, ExpectDecl]
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str  # including the leading '#'
+    span: Span
+
+
+@dataclass(frozen=True)
+class Program:
+    decls: tuple[Decl, ...]
+    comments: tuple[Comment, ...]
+    file: str
+    text: str

@@ -1,0 +1,127 @@
+"""Diagnostics: what polc tells a person (or an LLM) about their program.
+
+A `Diagnostic` is plain data; `render` lays it out the way stanc3 does
+(heading with file, line and columns; numbered source lines with carets; one
+sentence; a suggestion), and `to_json` gives the same content for tools.
+The constructors for every kind of diagnostic live in `errors.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from .ast import Span
+
+_RULE = "   " + "-" * 49
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    severity: str  # "error" or "warning"
+    code: str  # stable identifier, e.g. "E0201"
+    phase: str  # "Syntax", "Semantic", "Analysis"
+    span: Optional[Span]
+    message: str  # one sentence
+    hint: Optional[str] = None  # a suggestion that repairs it
+    notes: tuple[tuple[Span, str], ...] = field(default_factory=tuple)
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def heading(self) -> str:
+        what = f"{self.phase} error" if self.is_error else f"{self.phase} warning"
+        s = self.span
+        if s is None:
+            return f"{what} [{self.code}]:"
+        if s.end_line == s.line:
+            cols = f"column {s.column} to column {s.end_column}"
+            return f"{what} [{self.code}] in '{s.file}', line {s.line}, {cols}:"
+        return (
+            f"{what} [{self.code}] in '{s.file}', line {s.line}, column {s.column}"
+            f" to line {s.end_line}, column {s.end_column}:"
+        )
+
+
+def _excerpt(span: Span, lines: Sequence[str], context: int = 1) -> list[str]:
+    """Numbered source lines around `span` with carets under it."""
+    first = max(1, span.line - context)
+    last = min(len(lines), span.end_line)
+    width = len(str(last))
+    out = [_RULE]
+    for n in range(first, last + 1):
+        text = lines[n - 1].expandtabs(1) if n - 1 < len(lines) else ""
+        out.append(f"   {n:>{width}}:  {text}")
+        if span.line <= n <= span.end_line:
+            start = span.column if n == span.line else 1 + (len(text) - len(text.lstrip()))
+            end = span.end_column if n == span.end_line else len(text) + 1
+            end = max(end, start + 1)
+            out.append(" " * (3 + width + 3 + start - 1) + "^" * (end - start))
+    out.append(_RULE)
+    return out
+
+
+def render(diag: Diagnostic, source_text: Optional[str]) -> str:
+    """The stanc3-style text of one diagnostic."""
+    out = [diag.heading()]
+    lines = source_text.splitlines() if source_text is not None else []
+    if diag.span is not None and lines and diag.span.line <= len(lines) + 1:
+        out += _excerpt(diag.span, lines)
+    out.append(diag.message)
+    if diag.hint:
+        out.append(f"Hint: {diag.hint}")
+    for span, note in diag.notes:
+        out.append(f"Note: {note} (line {span.line}, column {span.column}).")
+    return "\n".join(out)
+
+
+def render_all(diags: Sequence[Diagnostic], source_text: Optional[str]) -> str:
+    return "\n\n".join(render(d, source_text) for d in diags)
+
+
+def to_json(diag: Diagnostic) -> dict:
+    """The same content as `render`, as a JSON-ready dict."""
+    def span(s: Optional[Span]) -> Optional[dict]:
+        if s is None:
+            return None
+        return {"file": s.file, "line": s.line, "column": s.column,
+                "end_line": s.end_line, "end_column": s.end_column}
+
+    return {
+        "severity": diag.severity,
+        "code": diag.code,
+        "phase": diag.phase,
+        "span": span(diag.span),
+        "message": diag.message,
+        "hint": diag.hint,
+        "notes": [{"span": span(s), "message": m} for s, m in diag.notes],
+    }
+
+
+def dumps(diags: Sequence[Diagnostic]) -> str:
+    return json.dumps([to_json(d) for d in diags], indent=2)
+
+
+class PolError(Exception):
+    """Raised when a program has errors; carries every diagnostic found."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], source_text: Optional[str] = None):
+        self.diagnostics = list(diagnostics)
+        self.source_text = source_text
+        super().__init__(render_all(self.diagnostics, source_text))
+
+
+class InternalCompilerError(Exception):
+    """A bug in polc itself, never the user's fault."""
+
+    def __init__(self, what: str):
+        super().__init__(
+            f"Internal compiler error: {what}\n"
+            "This is a bug in polc, not in your program; please report it with the .pol file."
+        )
+
+
+def ice(what: str) -> InternalCompilerError:
+    return InternalCompilerError(what)

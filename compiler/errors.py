@@ -1,0 +1,310 @@
+"""One constructor per kind of diagnostic.
+
+The checking code never formats a message itself: it calls one of these, so
+every message of a kind reads the same and its code is stable. Codes:
+E00xx syntax, E01xx names and structure, E02xx types and shapes,
+E03xx constants, ranges and weights, E04xx analysis and intents; a W prefix
+marks a warning. `docs/language.md` lists them all.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Optional, Sequence
+
+from .ast import Span
+from .diagnostics import Diagnostic
+
+
+def _err(code: str, phase: str, span: Optional[Span], message: str, hint: Optional[str] = None,
+         notes: Sequence[tuple[Span, str]] = ()) -> Diagnostic:
+    return Diagnostic("error", code, phase, span, message, hint, tuple(notes))
+
+
+def _warn(code: str, phase: str, span: Optional[Span], message: str, hint: Optional[str] = None,
+          notes: Sequence[tuple[Span, str]] = ()) -> Diagnostic:
+    return Diagnostic("warning", code, phase, span, message, hint, tuple(notes))
+
+
+def closest(name: str, candidates: Iterable[str]) -> Optional[str]:
+    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def fmt_num(x: float) -> str:
+    if x == float("inf"):
+        return "inf"
+    if x == float("-inf"):
+        return "-inf"
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.6g}"
+
+
+def fmt_shape(shape: tuple[int, ...]) -> str:
+    return "scalar" if not shape else "[" + ", ".join(map(str, shape)) + "]"
+
+
+# ---- E00xx: syntax -------------------------------------------------------------
+
+
+def syntax_error(span: Span, found: str, label: str, expected: Sequence[str]) -> Diagnostic:
+    exp = ""
+    if expected:
+        shown = sorted(set(expected))
+        exp = " Expected " + (shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]) + "."
+    return _err("E0001", "Syntax", span, f"{label} Found {found}.{exp}".replace("..", "."))
+
+
+def bad_character(span: Span, char: str) -> Diagnostic:
+    return _err("E0002", "Syntax", span, f"Unexpected character {char!r}.",
+                "Names use letters, digits and '_'; comments start with '#'; strings use double quotes.")
+
+
+def unterminated_string(span: Span) -> Diagnostic:
+    return _err("E0003", "Syntax", span, "This doc string is not closed on its line.",
+                'Close it with a double quote: "like this".')
+
+
+def bad_number(span: Span, text: str) -> Diagnostic:
+    return _err("E0004", "Syntax", span, f"{text!r} is not a number.")
+
+
+# ---- E01xx: names and structure ---------------------------------------------
+
+
+def undefined_name(span: Span, name: str, candidates: Iterable[str]) -> Diagnostic:
+    near = closest(name, candidates)
+    msg = f'Name "{name}" is not declared.'
+    if near:
+        return _err("E0101", "Semantic", span, msg + f' Did you mean "{near}"?')
+    return _err("E0101", "Semantic", span, msg,
+                f'Declare it, e.g. `latent {name} = ...` or `weight {name} : real = 0`.')
+
+
+def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
+    return _err("E0102", "Semantic", span, f'"{name}" is declared twice.',
+                "Rename one of them; every obs, weight, latent and action needs its own name.",
+                [(first, f'"{name}" was first declared here')])
+
+
+def cycle(span: Span, path: Sequence[str]) -> Diagnostic:
+    loop = " -> ".join(list(path) + [path[0]])
+    return _err("E0103", "Semantic", span, f"These declarations depend on each other in a cycle: {loop}.",
+                "A policy is a dataflow graph; break the cycle by computing one of them from observations.")
+
+
+def no_actions(span: Optional[Span]) -> Diagnostic:
+    return _err("E0104", "Semantic", span, "The program declares no action, so the policy has no output.",
+                "Add one, e.g. `action steer : real in [-1, 1] = 0`.")
+
+
+def duplicate_policy(span: Span, first: Span) -> Diagnostic:
+    return _err("E0105", "Semantic", span, "The program has more than one `policy` header.",
+                "Keep one `policy NAME \"description\"` line.", [(first, "the first header is here")])
+
+
+def unknown_function(span: Span, name: str, known: Iterable[str]) -> Diagnostic:
+    near = closest(name, known)
+    msg = f'"{name}" is not a Pol function.'
+    if near:
+        return _err("E0106", "Semantic", span, msg + f' Did you mean "{near}"?')
+    return _err("E0106", "Semantic", span, msg, "Functions: " + ", ".join(sorted(known)) + ".")
+
+
+def not_a_value(span: Span, name: str, what: str) -> Diagnostic:
+    return _err("E0107", "Semantic", span, f'"{name}" is {what} and cannot be used as a value.')
+
+
+def bad_expect_target(span: Span, name: str, kind: str) -> Diagnostic:
+    return _err("E0108", "Semantic", span,
+                f'An intent can only be stated about a latent or an action, but "{name}" is {kind}.',
+                "State it about a latent computed from it, e.g. `latent x = ...` then `expect x >= 0`.")
+
+
+def unused(span: Span, kind: str, name: str) -> Diagnostic:
+    hint = {
+        "obs": "Remove the observation or use it; an unused input often means a missing control path.",
+        "weight": "Remove the weight or use it; an unused weight is never fitted.",
+        "latent": "Remove the latent or use it in an action; it is still traced.",
+    }.get(kind)
+    return _warn("W0109", "Semantic", span, f'The {kind} "{name}" is never used by any action.', hint)
+
+
+def mono_unrelated(span: Span, target: str, var: str) -> Diagnostic:
+    return _warn("W0110", "Semantic", span,
+                 f'"{target}" does not depend on "{var}", so this intent says nothing.',
+                 f'Check the names; only latents that "{target}" is computed from can be named after `in`.')
+
+
+def bad_noise_dist(span: Span, name: str) -> Diagnostic:
+    return _err("E0111", "Semantic", span, f'"{name}" is not a supported action noise.',
+                "Write `~ normal(std = EXPR)`: Gaussian noise with a positive standard deviation.")
+
+
+# ---- E02xx: types and shapes -----------------------------------------------------
+
+
+def type_mismatch(span: Span, what: str, expected: str, found: str, hint: Optional[str] = None) -> Diagnostic:
+    return _err("E0201", "Semantic", span, f"{what} must be {expected}, but this is {found}.", hint)
+
+
+def shape_mismatch(span: Span, op: str, left: tuple[int, ...], right: tuple[int, ...]) -> Diagnostic:
+    return _err("E0202", "Semantic", span,
+                f"Cannot broadcast shapes {fmt_shape(left)} and {fmt_shape(right)} in `{op}`.",
+                "Broadcasting follows NumPy: dimensions are matched from the right and must be equal or 1; "
+                "index or reduce one side first, e.g. `x[0]` or `sum(x, axis = 0)`.")
+
+
+def index_out_of_bounds(span: Span, index: int, size: int, axis: int) -> Diagnostic:
+    return _err("E0203", "Semantic", span,
+                f"Index {index} is out of bounds for axis {axis} of size {size}.",
+                f"Valid indices are 0 to {size - 1}, or -1 to -{size} from the end.")
+
+
+def too_many_indices(span: Span, count: int, shape: tuple[int, ...]) -> Diagnostic:
+    return _err("E0204", "Semantic", span,
+                f"{count} indices given, but the value has shape {fmt_shape(shape)} ({len(shape)} axes).")
+
+
+def index_not_constant(span: Span) -> Diagnostic:
+    return _err("E0205", "Semantic", span, "An index or slice bound must be an integer literal.",
+                "Shapes are static in Pol; to select by a condition use `where(c, a, b)`.")
+
+
+def wrong_arity(span: Span, func: str, expected: str, found: int) -> Diagnostic:
+    return _err("E0206", "Semantic", span, f"`{func}` takes {expected}, but {found} were given.")
+
+
+def unknown_keyword(span: Span, func: str, name: str, allowed: Sequence[str]) -> Diagnostic:
+    if allowed:
+        return _err("E0207", "Semantic", span, f"`{func}` has no keyword argument `{name}`.",
+                    "Its keyword arguments are: " + ", ".join(allowed) + ".")
+    return _err("E0207", "Semantic", span, f"`{func}` takes no keyword arguments.")
+
+
+def declared_type_mismatch(span: Span, name: str, declared: str, found: str) -> Diagnostic:
+    return _err("E0208", "Semantic", span,
+                f'"{name}" is declared as {declared}, but its expression is {found}.',
+                "Change the declared type or the expression so they agree.")
+
+
+def ragged_vector(span: Span, first: str, other: str) -> Diagnostic:
+    return _err("E0209", "Semantic", span,
+                f"The items of a vector literal must have one type and shape, but found {first} and {other}.")
+
+
+def bad_axis(span: Span, axis: int, ndim: int) -> Diagnostic:
+    return _err("E0210", "Semantic", span,
+                f"Axis {axis} does not exist for a value with {ndim} axes.",
+                f"Use an axis from 0 to {ndim - 1}." if ndim else "Reductions need an array argument.")
+
+
+def bad_keyword_value(span: Span, func: str, name: str, expected: str) -> Diagnostic:
+    return _err("E0211", "Semantic", span, f"The `{name}` argument of `{func}` must be {expected}.")
+
+
+def duplicate_keyword(span: Span, func: str, name: str) -> Diagnostic:
+    return _err("E0212", "Semantic", span, f"The keyword argument `{name}` of `{func}` is given twice.")
+
+
+def empty_vector(span: Span) -> Diagnostic:
+    return _err("E0213", "Semantic", span, "An empty vector literal has no type.",
+                "Write at least one item, e.g. `[0]`.")
+
+
+def bad_dims(span: Span, dims: tuple[int, ...]) -> Diagnostic:
+    return _err("E0214", "Semantic", span, f"Array dimensions must be positive, not {list(dims)}.")
+
+
+def non_real_io(span: Span, kind: str, name: str) -> Diagnostic:
+    return _err("E0215", "Semantic", span, f'The {kind} "{name}" must have type real.',
+                "Observations, weights and actions are real-valued; compare them to make a bool latent.")
+
+
+# ---- E03xx: constants, ranges, weights ---------------------------------------------
+
+
+def empty_range(span: Span, lo: float, hi: float) -> Diagnostic:
+    return _err("E0301", "Semantic", span,
+                f"The range [{fmt_num(lo)}, {fmt_num(hi)}] is empty or a single point.",
+                "The lower bound must be strictly below the upper bound.")
+
+
+def init_outside(span: Span, name: str, value: float, constraint: str) -> Diagnostic:
+    return _err("E0302", "Semantic", span,
+                f'The initial value {fmt_num(value)} of weight "{name}" is not strictly inside its constraint {constraint}.',
+                "Weights are fitted in an unconstrained space where the boundary is never reached; "
+                "start strictly inside, e.g. a small step away from the bound.")
+
+
+def init_shape(span: Span, name: str, declared: tuple[int, ...], found: tuple[int, ...]) -> Diagnostic:
+    return _err("E0303", "Semantic", span,
+                f'The initial value of weight "{name}" has shape {fmt_shape(found)}, '
+                f"but the weight is declared {fmt_shape(declared)}.",
+                "Give one number (used for every element) or a literal of the declared shape.")
+
+
+def init_not_constant(span: Span, name: str) -> Diagnostic:
+    return _err("E0304", "Semantic", span,
+                f'The initial value of weight "{name}" must be a number or a vector literal of numbers.',
+                "Weights start from constants; compute derived values in a latent.")
+
+
+def infinite_init(span: Span, name: str) -> Diagnostic:
+    return _err("E0305", "Semantic", span, f'The initial value of weight "{name}" must be finite.')
+
+
+def range_on_bool(span: Span, name: str) -> Diagnostic:
+    return _err("E0306", "Semantic", span, f'"{name}" is bool, so it cannot have a numeric range.')
+
+
+# ---- E04xx: analysis and intents ---------------------------------------------------
+
+
+def std_not_positive(span: Span, action: str, interval: str) -> Diagnostic:
+    return _err("E0401", "Analysis", span,
+                f'The noise std of action "{action}" is not provably positive: it lies in {interval}.',
+                "Make it positive by construction, e.g. `softplus(x) + 0.01`, `exp(x)`, "
+                "or a weight constrained `in [0.01, 1]`.")
+
+
+def division_by_zero(span: Span, interval: str) -> Diagnostic:
+    return _warn("W0402", "Analysis", span, f"The divisor may be zero: it lies in {interval}.",
+                 "Keep it away from zero, e.g. `x / (1 + abs(y))` or `x / max(y, 0.01)`.")
+
+
+def domain_warning(span: Span, func: str, interval: str, needs: str) -> Diagnostic:
+    return _warn("W0403", "Analysis", span,
+                 f"The argument of `{func}` lies in {interval}, but `{func}` needs {needs}.",
+                 f"Guard it, e.g. `{func}(max(x, 0.001))` or `{func}(1 + abs(x))`.")
+
+
+def action_range_exceeded(span: Span, action: str, found: str, declared: str) -> Diagnostic:
+    return _warn("W0404", "Analysis", span,
+                 f'Action "{action}" may take values in {found}, outside its declared range {declared}; '
+                 "it will be clipped.",
+                 "If clipping is intended, write it with `clip(...)` so the intent is explicit.")
+
+
+def intent_refuted(span: Span, claim: str, witness: str) -> Diagnostic:
+    return _err("E0405", "Analysis", span, f"The intent `{claim}` is false: {witness}.",
+                "Change the structure or the weight constraints so the intent holds for every allowed weight.")
+
+
+def intent_depends_on_sign(span: Span, claim: str, weight: str, constraint: str) -> Diagnostic:
+    return _warn("W0406", "Analysis", span,
+                 f'The intent `{claim}` holds only if weight "{weight}" keeps one sign, '
+                 "and its sign is not constrained.",
+                 f"Declare `weight {weight} : {constraint}` so fitting cannot flip it.")
+
+
+def intent_unknown(span: Span, claim: str, why: str) -> Diagnostic:
+    return _warn("W0407", "Analysis", span, f"Could not prove or refute the intent `{claim}`: {why}.",
+                 "Split the computation into latents whose signs are declared or constrained, "
+                 "so each step can be checked.")
+
+
+def intent_proved_info(span: Span, claim: str) -> Diagnostic:
+    """Not an error or warning: used by `polc check --verbose` to list proved intents."""
+    return Diagnostic("note", "I0408", "Analysis", span, f"The intent `{claim}` is proved.")

@@ -1,0 +1,300 @@
+"""The typed program: what `check` produces and every later phase consumes.
+
+A separate tree from `ast`: every expression node knows its `Type` (base and
+static shape), names are resolved to what they refer to, indices are plain
+integers, calls are resolved to one of the builtin operations, and
+declarations come in dependency order. All nodes are frozen.
+
+Expression nodes (`TExpr`):
+    Const(value, type)              numeric or bool literal (value: nested tuples for arrays)
+    Ref(name, kind, type)           kind: "obs" | "weight" | "latent" | "action"
+    Unary(op, x, type)              op: "neg" | "not"
+    Binary(op, l, r, type)          op: "add" "sub" "mul" "div" "pow"
+                                        "eq" "ne" "lt" "le" "gt" "ge" "and" "or"
+    Select(cond, a, b, type)        `if c then a else b` and `where(c, a, b)`: elementwise
+    Apply(fn, args, type)           elementwise builtins, see ELEMENTWISE / BINARY_FUNCS; `clip` has 3 args
+    Reduce(fn, x, axis, type)       fn in REDUCTIONS; axis None means over all elements
+    Index(x, items, type)           items: one per leading axis, int (drops the axis) or (start, stop) slice
+    Stack(items, type)              a vector literal: stacks equal-typed items on a new leading axis
+    Mlp(key, inputs, hidden, out, activation, type)
+                                    a learned block; inputs are flattened and concatenated;
+                                    its parameters live under params["mlp"][key]
+Broadcasting follows NumPy. Bools are never silently converted to reals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from .ast import Span
+
+REAL, BOOL = "real", "bool"
+
+# Elementwise functions of one argument, with the domain they need (for analysis).
+ELEMENTWISE = ("abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softplus", "sin", "cos", "square", "sign")
+# Elementwise functions of two arguments (broadcasting).
+BINARY_FUNCS = ("atan2", "min", "max")
+# Reductions: `f(x)` over all elements or `f(x, axis = k)`.
+REDUCTIONS = ("sum", "mean", "max", "min", "norm")
+ACTIVATIONS = ("tanh", "relu")
+
+
+@dataclass(frozen=True)
+class Type:
+    base: str  # REAL or BOOL
+    shape: tuple[int, ...] = ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __str__(self) -> str:
+        return self.base + ("" if not self.shape else "[" + ", ".join(map(str, self.shape)) + "]")
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Union[float, bool, tuple]
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str
+    kind: str  # "obs", "weight", "latent", "action"
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # "neg" or "not"
+    x: "TExpr"
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    l: "TExpr"
+    r: "TExpr"
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Select:
+    cond: "TExpr"
+    a: "TExpr"
+    b: "TExpr"
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Apply:
+    fn: str
+    args: tuple["TExpr", ...]
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Reduce:
+    fn: str
+    x: "TExpr"
+    axis: Optional[int]
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Index:
+    x: "TExpr"
+    items: tuple[Union[int, tuple[int, int]], ...]  # non-negative ints / (start, stop) slices, normalised
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Stack:
+    items: tuple["TExpr", ...]
+    type: Type
+    span: Span
+
+
+@dataclass(frozen=True)
+class Mlp:
+    key: str  # "<declaration name>" or "<declaration name>_<k>" for the k-th (k >= 1) in one declaration
+    inputs: tuple["TExpr", ...]
+    hidden: tuple[int, ...]
+    out: int  # out == 0 means a scalar output
+    activation: str
+    type: Type
+    span: Span
+
+    @property
+    def in_size(self) -> int:
+        return sum(x.type.size for x in self.inputs)
+
+
+TExpr = Union[Const, Ref, Unary, Binary, Select, Apply, Reduce, Index, Stack, Mlp]
+
+BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "==": "eq", "!=": "ne",
+              "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "and": "and", "or": "or"}
+
+
+# ---- declarations -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Obs:
+    name: str
+    type: Type
+    lo: float  # -inf when not declared
+    hi: float  # +inf when not declared
+    doc: Optional[str]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A trainable weight. `lo`/`hi` are its constraint (+-inf when open);
+    `init` is the constrained initial value as nested tuples of floats of `type.shape`."""
+
+    name: str
+    type: Type
+    lo: float
+    hi: float
+    init: Union[float, tuple]
+    doc: Optional[str]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Latent:
+    name: str
+    type: Type
+    expr: TExpr
+    doc: Optional[str]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Action:
+    """`expr` is the mean; the lowering clips it to [lo, hi]. `std` is the
+    Gaussian noise std (an expression of the same shape or broadcastable), or None."""
+
+    name: str
+    type: Type
+    lo: float
+    hi: float
+    expr: TExpr
+    std: Optional[TExpr]
+    doc: Optional[str]
+    span: Span
+
+
+@dataclass(frozen=True)
+class MonoIntent:
+    target: str
+    direction: str  # "increasing" or "decreasing"
+    var: str
+    text: str  # the claim as written, for messages
+    span: Span
+
+
+@dataclass(frozen=True)
+class RangeIntent:
+    target: str
+    lo: float  # -inf when unbounded
+    hi: float
+    lo_strict: bool
+    hi_strict: bool
+    text: str
+    span: Span
+
+
+Intent = Union[MonoIntent, RangeIntent]
+
+
+@dataclass(frozen=True)
+class TypedProgram:
+    """A checked program. `nodes` lists latents and actions in an order where
+    every node comes after everything it reads (a topological order)."""
+
+    name: str
+    doc: Optional[str]
+    obs: tuple[Obs, ...]
+    weights: tuple[Weight, ...]
+    latents: tuple[Latent, ...]
+    actions: tuple[Action, ...]
+    intents: tuple[Intent, ...]
+    nodes: tuple[Union[Latent, Action], ...]
+    mlps: tuple[Mlp, ...]
+    file: str
+    source: str
+
+    def decl(self, name: str):
+        for group in (self.obs, self.weights, self.latents, self.actions):
+            for d in group:
+                if d.name == name:
+                    return d
+        return None
+
+    @property
+    def stochastic(self) -> bool:
+        return any(a.std is not None for a in self.actions)
+
+
+def children(e: TExpr) -> tuple[TExpr, ...]:
+    """The direct sub-expressions of `e`, for generic traversals."""
+    if isinstance(e, (Const, Ref)):
+        return ()
+    if isinstance(e, Unary):
+        return (e.x,)
+    if isinstance(e, Binary):
+        return (e.l, e.r)
+    if isinstance(e, Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, Apply):
+        return e.args
+    if isinstance(e, Reduce):
+        return (e.x,)
+    if isinstance(e, Index):
+        return (e.x,)
+    if isinstance(e, (Stack,)):
+        return e.items
+    if isinstance(e, Mlp):
+        return e.inputs
+    raise TypeError(f"not a typed expression: {e!r}")
+
+
+def refs(e: TExpr) -> set[str]:
+    """Names that `e` reads."""
+    if isinstance(e, Ref):
+        return {e.name}
+    out: set[str] = set()
+    for c in children(e):
+        out |= refs(c)
+    return out
+
+
+def mlps_in(e: TExpr) -> list[Mlp]:
+    if isinstance(e, Mlp):
+        found = [e]
+    else:
+        found = []
+    for c in children(e):
+        found += mlps_in(c)
+    return found

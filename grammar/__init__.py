@@ -1,0 +1,1 @@
+"""The Pol grammar (`pol.lark`), shipped as package data of `polc.grammar`."""

@@ -1,0 +1,1 @@
+"""polc.runtime: running compiled policies in environments (see the runtime issues)."""
