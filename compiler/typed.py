@@ -18,7 +18,7 @@ Expression nodes (`TExpr`):
     Stack(items, type)              a vector literal: stacks equal-typed items on a new leading axis
     Mlp(key, inputs, hidden, out, activation, type)
                                     a learned block; inputs are flattened and concatenated;
-                                    its parameters live under params["mlp"][key]
+                                    its parameters live under params[key] (flat params dict)
 Broadcasting follows NumPy. Bools are never silently converted to reals.
 """
 
@@ -135,7 +135,7 @@ class Stack:
 
 @dataclass(frozen=True)
 class Mlp:
-    key: str  # "<declaration name>" or "<declaration name>_<k>" for the k-th (k >= 1) in one declaration
+    key: str  # "<decl>.mlp", or "<decl>.mlp<k>" for the k-th (k >= 1) in one declaration: never a Pol name
     inputs: tuple["TExpr", ...]
     hidden: tuple[int, ...]
     out: int  # out == 0 means a scalar output
