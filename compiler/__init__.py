@@ -1,2 +1,81 @@
-"""polc: the Pol language compiler."""
+"""polc: the compiler for Pol, a small typed dataflow language for structured control policies.
+
+    program = polc.load("initial.pol")     # parse + check (+ analysis); raises polc.PolError
+    policy = program.compile()             # lower to jitted JAX (imports jax on first use)
+    params = policy.init(jax.random.PRNGKey(0))
+    actions, latents = policy.apply(params, obs)
+
+Phases, each a module, imports only going forward:
+    parse -> check -> analyze -> lower (and emit, fmt, graph as back ends).
+Nothing here imports the runtime, and nothing `polc check` needs imports jax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from .diagnostics import Diagnostic, InternalCompilerError, PolError, render, render_all
+from .typed import TypedProgram
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analyze import Analysis
+    from .lower import CompiledPolicy
+
 __version__ = "0.1.0"
+
+
+@dataclass(frozen=True)
+class Program:
+    """A parsed and checked Pol program.
+
+    `typed` is the typed program (names, shapes, ranges, docs: the schema);
+    `warnings` are the diagnostics that did not stop compilation."""
+
+    typed: TypedProgram
+    warnings: tuple[Diagnostic, ...]
+    analysis: Optional["Analysis"] = field(default=None, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.typed.name
+
+    @property
+    def source(self) -> str:
+        return self.typed.source
+
+    def compile(self) -> "CompiledPolicy":
+        """Lower to JAX: a `CompiledPolicy` of pure, jittable functions."""
+        from .lower import lower
+
+        return lower(self.typed)
+
+
+def loads(text: str, file: str = "<string>", analyze: bool = True) -> Program:
+    """Parse and check Pol source text. Raises `PolError` carrying every error."""
+    from .check import check_program
+    from .parse import parse_program
+
+    typed, warnings = check_program(parse_program(text, file))
+    analysis = None
+    if analyze:
+        from .analyze import analyze_program
+
+        analysis = analyze_program(typed)
+        errors = [d for d in analysis.diagnostics if d.is_error]
+        if errors:
+            raise PolError(errors + [d for d in warnings], text)
+        warnings = warnings + [d for d in analysis.diagnostics if not d.is_error]
+    return Program(typed, tuple(warnings), analysis)
+
+
+def load(path: str, analyze: bool = True) -> Program:
+    """Parse and check a `.pol` file."""
+    with open(path, encoding="utf-8") as f:
+        return loads(f.read(), path, analyze=analyze)
+
+
+__all__ = [
+    "Program", "load", "loads", "PolError", "InternalCompilerError", "Diagnostic",
+    "TypedProgram", "render", "render_all", "__version__",
+]

@@ -222,6 +222,11 @@ def non_real_io(span: Span, kind: str, name: str) -> Diagnostic:
                 "Observations, weights and actions are real-valued; compare them to make a bool latent.")
 
 
+def empty_slice(span: Span, start: int, stop: int) -> Diagnostic:
+    return _err("E0216", "Semantic", span, f"The slice {start}:{stop} selects no elements.",
+                "A slice `a:b` needs a < b after counting negative bounds from the end.")
+
+
 # ---- E03xx: constants, ranges, weights ---------------------------------------------
 
 
