@@ -1,0 +1,34 @@
+# The two quickstart commands: `make demo` and `make test`. Each sets up
+# .venv on its first run (pinned dependencies from pyproject.toml).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: setup demo test test-fast bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip check
+	touch $@
+
+setup: $(VENV)/.installed
+
+# The main job on the embedded default: check, compile and run the Car Racing structure.
+demo: setup
+	$(PY) examples/quickstart.py
+
+# Every test, the slow ones included (CI runs exactly this).
+test: setup
+	$(PY) -m pytest -q
+
+# Everything but the tests marked slow, for the edit-test loop.
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info out
