@@ -1,0 +1,290 @@
+"""Phase 4: typed program -> JAX (`lower(tp) -> CompiledPolicy`).
+
+One typed node lowers to one jnp expression, evaluated once per trace; the
+jitted program is what hand-written JAX of the same structure would be, and all
+dict building happens at trace time. Every function is pure and unbatched
+(obs of the declared shapes): vmap it for batches, grad it wrt params.
+
+Params are one flat dict:
+    params[weight name]  the weight's UNCONSTRAINED value, float32, declared shape
+                         (see `transforms`; `constrain(params)` gives the values)
+    params[mlp key]      the flax.linen params of that block ("<decl>.mlp", "<decl>.mlpK"),
+                         {"Dense_0": {"kernel": (in, h0), "bias": (h0,)}, ..., "Dense_n": ...}
+                         i.e. what `module.init(...)["params"]` returns.
+
+Actions. The mean is the action's expression, broadcast to its declared shape
+and clipped to its declared [lo, hi]; a latent that reads an action reads this
+clipped mean. A stochastic action (`~ normal(std = ...)`) is Gaussian around
+the clipped mean; `sample` clips the draw to the range again. `log_prob` is the
+density of the *unclipped* Gaussian (no point mass on the bounds): demonstrated
+actions lie inside the range, and the smooth density keeps the imitation
+gradient informative where a clipped (censored) likelihood would be flat.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Union
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import transforms, typed as T
+from .diagnostics import ice
+from .typed import TypedProgram
+
+Params = dict[str, Any]
+Arrays = dict[str, jax.Array]
+
+# What each typed op lowers to, spelled as source text so `emit` prints exactly
+# the function the in-process lowering calls.
+BINARY_OPS = {
+    "add": "jnp.add", "sub": "jnp.subtract", "mul": "jnp.multiply", "div": "jnp.divide", "pow": "jnp.power",
+    "eq": "jnp.equal", "ne": "jnp.not_equal", "lt": "jnp.less", "le": "jnp.less_equal",
+    "gt": "jnp.greater", "ge": "jnp.greater_equal", "and": "jnp.logical_and", "or": "jnp.logical_or",
+}
+UNARY_OPS = {"neg": "jnp.negative", "not": "jnp.logical_not"}
+FUNCTIONS = {
+    "abs": "jnp.abs", "exp": "jnp.exp", "log": "jnp.log", "sqrt": "jnp.sqrt", "tanh": "jnp.tanh",
+    "sigmoid": "jax.nn.sigmoid", "relu": "jax.nn.relu", "softplus": "jax.nn.softplus", "sin": "jnp.sin",
+    "cos": "jnp.cos", "square": "jnp.square", "sign": "jnp.sign",
+    "atan2": "jnp.arctan2", "min": "jnp.minimum", "max": "jnp.maximum", "clip": "jnp.clip",
+}
+REDUCTIONS = {"sum": "jnp.sum", "mean": "jnp.mean", "max": "jnp.max", "min": "jnp.min", "norm": "jnp.linalg.norm"}
+ACTIVATIONS = {"tanh": "jnp.tanh", "relu": "jax.nn.relu"}
+
+
+def resolve(source: str) -> Callable:
+    """"jax.nn.sigmoid" -> the function itself."""
+    head, *rest = source.split(".")
+    obj: Any = {"jnp": jnp, "jax": jax}[head]
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+_BINARY = {k: resolve(v) for k, v in BINARY_OPS.items()}
+_UNARY = {k: resolve(v) for k, v in UNARY_OPS.items()}
+_FUNCS = {k: resolve(v) for k, v in FUNCTIONS.items()}
+_REDUCE = {k: resolve(v) for k, v in REDUCTIONS.items()}
+
+
+def dtype_of(t: T.Type):
+    return jnp.bool_ if t.base == T.BOOL else jnp.float32
+
+
+def int_exponent(e: T.TExpr) -> Union[int, None]:
+    """`x ^ 2` lowers to `integer_pow` (as `x ** 2` in hand-written JAX does)."""
+    if isinstance(e, T.Const) and not e.type.shape and not isinstance(e.value, bool):
+        v = float(e.value)
+        if v.is_integer() and abs(v) <= 64:
+            return int(v)
+    return None
+
+
+def needs_broadcast(ndim: int, shape: tuple[int, ...]) -> bool:
+    """Rank promotion is an error under `jax_numpy_rank_promotion="raise"`:
+    a non-scalar operand of lower rank is broadcast to the result explicitly."""
+    return 0 < ndim < len(shape)
+
+
+def _fit(x, shape: tuple[int, ...]):
+    return jnp.broadcast_to(x, shape) if needs_broadcast(jnp.ndim(x), shape) else x
+
+
+class MlpBlock(nn.Module):
+    """The `mlp(...)` block: Dense layers of `hidden` sizes with `activation`
+    after each, then a Dense of size `out` (or 1, squeezed, when out == 0).
+    Input: the flattened, concatenated inputs, shape (in_size,)."""
+
+    hidden: tuple[int, ...]
+    out: int
+    activation: str
+
+    @nn.compact
+    def __call__(self, x):
+        act = resolve(ACTIVATIONS[self.activation])
+        for size in self.hidden:
+            x = act(nn.Dense(size)(x))
+        y = nn.Dense(self.out or 1)(x)
+        return y if self.out else y[0]
+
+
+def mlp_block(m: T.Mlp) -> MlpBlock:
+    return MlpBlock(tuple(m.hidden), m.out, m.activation)
+
+
+def all_mlps(tp: TypedProgram) -> dict[str, T.Mlp]:
+    """Every mlp node by key, sorted by key (also those inside a noise std)."""
+    found = {m.key: m for m in tp.mlps}
+    for a in tp.actions:
+        if a.std is not None:
+            found.update({m.key: m for m in T.mlps_in(a.std)})
+    return dict(sorted(found.items()))
+
+
+class _Lowering:
+    """Lowers expressions of one program against an environment of values."""
+
+    def __init__(self, tp: TypedProgram):
+        self.mlps = {k: mlp_block(m) for k, m in all_mlps(tp).items()}
+
+    def expr(self, e: T.TExpr, env: dict, params: Params):
+        method = getattr(self, "expr_" + type(e).__name__, None)
+        if method is None:
+            raise ice(f"no lowering for {type(e).__name__}")
+        return method(e, env, params)
+
+    def expr_Const(self, e: T.Const, env, params):
+        if not e.type.shape:
+            return bool(e.value) if e.type.base == T.BOOL else float(e.value)
+        return np.asarray(e.value, dtype=np.bool_ if e.type.base == T.BOOL else np.float32)
+
+    def expr_Ref(self, e: T.Ref, env, params):
+        return env[e.name]
+
+    def expr_Unary(self, e: T.Unary, env, params):
+        return _UNARY[e.op](self.expr(e.x, env, params))
+
+    def expr_Binary(self, e: T.Binary, env, params):
+        left = _fit(self.expr(e.l, env, params), e.type.shape)
+        n = int_exponent(e.r) if e.op == "pow" else None
+        if n is not None:
+            return jnp.power(left, n)
+        return _BINARY[e.op](left, _fit(self.expr(e.r, env, params), e.type.shape))
+
+    def expr_Select(self, e: T.Select, env, params):
+        c, a, b = (_fit(self.expr(x, env, params), e.type.shape) for x in (e.cond, e.a, e.b))
+        return jnp.where(c, a, b)
+
+    def expr_Apply(self, e: T.Apply, env, params):
+        args = [_fit(self.expr(x, env, params), e.type.shape) for x in e.args]
+        return _FUNCS[e.fn](*args)
+
+    def expr_Reduce(self, e: T.Reduce, env, params):
+        return _REDUCE[e.fn](self.expr(e.x, env, params), axis=e.axis)
+
+    def expr_Index(self, e: T.Index, env, params):
+        x = self.expr(e.x, env, params)
+        return x[tuple(i if isinstance(i, int) else slice(*i) for i in e.items)]
+
+    def expr_Stack(self, e: T.Stack, env, params):
+        return jnp.stack([self.expr(x, env, params) for x in e.items])
+
+    def expr_Mlp(self, e: T.Mlp, env, params):
+        x = jnp.concatenate([jnp.ravel(jnp.asarray(self.expr(i, env, params), jnp.float32)) for i in e.inputs])
+        return self.mlps[e.key].apply({"params": params[e.key]}, x)
+
+
+def _value(x, t: T.Type):
+    """A node's value with exactly its declared dtype and shape."""
+    x = jnp.asarray(x, dtype_of(t))
+    return x if x.shape == t.shape else jnp.broadcast_to(x, t.shape)
+
+
+def _clip(x, lo: float, hi: float):
+    if lo == -math.inf and hi == math.inf:
+        return x
+    return jnp.clip(x, None if lo == -math.inf else lo, None if hi == math.inf else hi)
+
+
+class CompiledPolicy(NamedTuple):
+    """A lowered policy: pure functions plus the schema. Shapes are unbatched;
+    `jax.vmap(policy.apply, in_axes=(None, 0))` runs a batch."""
+
+    init: Callable[[jax.Array], Params]                       # key -> params
+    apply: Callable[[Params, Arrays], tuple[Arrays, Arrays]]  # -> (actions, latents)
+    distribution: Callable[[Params, Arrays], tuple[Arrays, Arrays, Arrays]]  # -> (mean, std, latents)
+    sample: Callable[[Params, Arrays, jax.Array], tuple[Arrays, Arrays]]     # -> (actions, latents)
+    log_prob: Callable[[Params, Arrays, Arrays], jax.Array]   # -> scalar
+    constrain: Callable[[Params], Arrays]                     # params -> weight values
+    unconstrain: Callable[[dict], Params]                     # weight values (+ mlp params) -> params
+    program: TypedProgram
+
+
+def lower(tp: TypedProgram) -> CompiledPolicy:
+    """Lower a checked program to a `CompiledPolicy` (see the module docstring)."""
+    low = _Lowering(tp)
+    weights = {w.name: w for w in tp.weights}
+    stochastic = tuple(a for a in tp.actions if a.std is not None)
+
+    def constrain(params: Params) -> Arrays:
+        return {w.name: transforms.constrain(params[w.name], w.lo, w.hi, jnp) for w in tp.weights}
+
+    def unconstrain(values: dict) -> Params:
+        out: Params = {}
+        for name, v in values.items():
+            if name in low.mlps:
+                out[name] = v
+            elif name in weights:
+                w = weights[name]
+                out[name] = transforms.unconstrain(jnp.asarray(v, jnp.float32), w.lo, w.hi, jnp)
+            else:
+                raise KeyError(f'"{name}" is neither a weight nor an mlp of policy "{tp.name}"')
+        return out
+
+    def init(key: jax.Array) -> Params:
+        params: Params = {}
+        for w in tp.weights:
+            u = transforms.unconstrain(np.asarray(w.init, np.float64), w.lo, w.hi, np)
+            params[w.name] = jnp.asarray(np.broadcast_to(u, w.type.shape), jnp.float32)
+        if low.mlps:
+            keys = jax.random.split(key, len(low.mlps))
+            for k, (name, block) in zip(keys, low.mlps.items()):
+                m = all_mlps(tp)[name]
+                params[name] = block.init(k, jnp.zeros((m.in_size,), jnp.float32))["params"]
+        return params
+
+    def forward(params: Params, obs: Arrays) -> tuple[Arrays, Arrays, Arrays]:
+        env: dict[str, Any] = {}
+        for o in tp.obs:
+            x = jnp.asarray(obs[o.name], jnp.float32)
+            if x.shape != o.type.shape:
+                raise ValueError(f'obs "{o.name}" has shape {x.shape} but is declared {o.type}; '
+                                 f"apply is unbatched: use jax.vmap for a batch")
+            env[o.name] = x
+        env.update(constrain(params))
+        mean: Arrays = {}
+        std: Arrays = {}
+        for node in tp.nodes:
+            value = _value(low.expr(node.expr, env, params), node.type)
+            if isinstance(node, T.Action):
+                value = mean[node.name] = _clip(value, node.lo, node.hi)
+                if node.std is not None:
+                    std[node.name] = _value(low.expr(node.std, env, params), node.type)
+            env[node.name] = value
+        return mean, std, {lat.name: env[lat.name] for lat in tp.latents}
+
+    def apply(params: Params, obs: Arrays) -> tuple[Arrays, Arrays]:
+        mean, _, latents = forward(params, obs)
+        return mean, latents
+
+    def sample(params: Params, obs: Arrays, key: jax.Array) -> tuple[Arrays, Arrays]:
+        mean, std, latents = forward(params, obs)
+        actions = dict(mean)
+        keys = jax.random.split(key, len(stochastic)) if stochastic else ()
+        for k, a in zip(keys, stochastic):
+            noise = jax.random.normal(k, a.type.shape, jnp.float32)
+            actions[a.name] = _clip(mean[a.name] + std[a.name] * noise, a.lo, a.hi)
+        return actions, latents
+
+    def log_prob(params: Params, obs: Arrays, actions: Arrays) -> jax.Array:
+        mean, std, _ = forward(params, obs)
+        total = jnp.zeros((), jnp.float32)
+        for a in stochastic:
+            z = (jnp.asarray(actions[a.name], jnp.float32) - mean[a.name]) / std[a.name]
+            total = total + jnp.sum(-0.5 * jnp.square(z) - jnp.log(std[a.name]) - 0.5 * math.log(2 * math.pi))
+        return total
+
+    return CompiledPolicy(
+        init=init,
+        apply=jax.jit(apply),
+        distribution=jax.jit(forward),
+        sample=jax.jit(sample),
+        log_prob=jax.jit(log_prob),
+        constrain=constrain,
+        unconstrain=unconstrain,
+        program=tp,
+    )
