@@ -10,10 +10,16 @@ Declarations
     one space on each side of `:`, `=` and `~`.
   * Alignment: within a *run* (consecutive declarations of the same keyword
     with no blank line between them; comment lines do not end a run), names are
-    padded so that the `:` column lines up, and for weights, actions and typed
-    latents the type is padded so that the `=` column lines up too. In a run of
-    observations the doc strings line up as well; elsewhere a doc string
-    follows after one space.
+    padded so that the `:` column (and the `=` of latents) lines up. For
+    weights and actions the `name : type range` part is padded so that the `=`
+    column lines up too, unless some would need more than 6 spaces of padding
+    (types as different as `real[3]` and `real in [0.005, 0.2]`: then the
+    values and docs would drift far from their names).
+  * Doc strings: in a run, the doc strings of one-line declarations whose code
+    is at most 48 characters wide start in one column, one space after the
+    widest such code. Other doc strings follow their code after one space, or,
+    when that would pass 100 characters or the code spans several lines, go on
+    a continuation line of their own.
   * Blank lines: one blank line between declarations of different keywords;
     blank lines the author left between declarations or comments are kept, but
     never more than one in a row. No blank line at the start, one newline at the end.
@@ -33,9 +39,10 @@ Expressions
   * Numbers keep their source text (`0.10` stays `0.10`); doc strings are
     re-escaped (`\\`, `"`, newline and tab).
   * A line longer than 100 characters is broken after a binary operator (or a
-    comma, or before `then`/`else`, `~` or the doc string), loosest and
-    outermost break points first, filling each line greedily; continuation
-    lines are indented 4 spaces. The grammar ignores newlines, so this is safe.
+    comma, or before `then`/`else` or `~`), loosest and
+    outermost break points first, filling each line greedily (except that an
+    `if` chain that breaks puts every `else` on a new line); continuation lines
+    are indented 4 spaces. The grammar ignores newlines, so this is safe.
 
 Comments (never lost)
   * A comment on the last line of a declaration stays after it on that line
@@ -62,6 +69,8 @@ from .diagnostics import ice
 
 WIDTH = 100
 INDENT = "    "
+DOC_ALIGN = 48  # doc strings line up after code up to this wide; longer code gets one space
+EQ_PAD = 6  # at most this much padding of types to line up the `=` of weights and actions
 
 # ---- precedence ----------------------------------------------------------------
 # Levels follow grammar/pol.lark, loosest first; an operand must be at least as
@@ -98,10 +107,11 @@ def level(e: ast.Expr) -> int:
 @dataclass(frozen=True)
 class Brk:
     rank: int
+    every: bool = False  # once this rank breaks, break at all of its points (an else-chain)
 
 
 Piece = Union[str, Brk]
-_TAIL_RANK = -1  # before `~ noise` and the doc string
+_TAIL_RANK = -1  # before `~ noise`
 _DEPTH_STEP = 100  # one level of brackets outranks any operator inside it
 
 
@@ -126,11 +136,12 @@ def _expr(e: ast.Expr, depth: int = 0) -> list[Piece]:
         left, right = _operand(e.left, lneed, depth), _operand(e.right, rneed, depth)
         if e.op == "^":
             return left + ["^"] + right
-        return left + [" " + e.op, Brk(base + _BINARY[e.op][0])] + right
+        return left + [" " + e.op, Brk(base + 2 * _BINARY[e.op][0])] + right
     if isinstance(e, ast.IfElse):
         # a nested `if` reads badly unbracketed except as an else-chain
-        return (["if "] + _operand(e.cond, OR, depth) + [Brk(base + IFELSE), "then "] + _operand(e.then, OR, depth)
-                + [Brk(base + IFELSE), "else "] + _expr(e.orelse, depth))
+        # break before `else` first, then before `then`, then inside the branches
+        return (["if "] + _operand(e.cond, OR, depth) + [Brk(base + 1), "then "] + _operand(e.then, OR, depth)
+                + [Brk(base, every=True), "else "] + _expr(e.orelse, depth))
     if isinstance(e, ast.Call):
         return [e.func, "("] + _args(e.args, e.kwargs, depth + 1) + [")"]
     if isinstance(e, ast.Vector):
@@ -191,12 +202,13 @@ def _fill(pieces: list[Piece], col: int, indent: int = len(INDENT)) -> list[str]
             segments.append([])
         else:
             segments[-1].append(p)
+    every = any(p.every for p in pieces if isinstance(p, Brk) and p.rank == top)
     lines = [""]
     line_col = col
     for i, seg in enumerate(segments):
         text = _flat(seg)
         sep = " " if i else ""
-        if i and line_col + len(lines[-1]) + len(sep) + len(text) > WIDTH:
+        if i and (every or line_col + len(lines[-1]) + len(sep) + len(text) > WIDTH):
             lines.append(" " * indent)
             line_col, sep = 0, ""
         if line_col + len(lines[-1]) + len(sep) + len(text) <= WIDTH:
@@ -271,35 +283,29 @@ def _render_run(decls: list[ast.Decl]) -> list[list[str]]:
     """Render one run of same-keyword declarations with aligned columns; one
     list of lines per declaration."""
     parts = [_parts(d) for d in decls]
-    head_w = max(len(p.head) for p in parts)
     kw = _keyword(decls[0])
-    align = kw in ("obs", "weight", "latent", "action")
-    any_colon = any(p.colon for p in parts)
-    out = []
-    for p in parts:
-        text = p.head.ljust(head_w) if align else p.head
-        if p.colon:
-            text += " " + p.colon
-        firsts = [text]
-        out.append(firsts)
-    if align and any(p.rest for p in parts):
-        # weights/actions/typed latents: align `=` after the widest `name : type`
-        eq_w = max(len(f[0]) for f in out) if any_colon else head_w
-        for f in out:
-            f[0] = f[0].ljust(eq_w)
-    if kw == "obs":
-        doc_w = max(len(f[0]) for f in out)
-        for f, p in zip(out, parts):
-            f[0] = f[0].ljust(doc_w) if p.doc is not None else f[0]
+    head_w = max(len(p.head) for p in parts) if kw in ("obs", "weight", "latent", "action") else 0
+    firsts = [p.head.ljust(head_w) + (" " + p.colon if p.colon else "") for p in parts]
+    if kw in ("weight", "action") and max(map(len, firsts)) - min(map(len, firsts)) <= EQ_PAD:
+        # line up `=` after `name : type range`, unless the types differ so
+        # much in width that padding would push the values far apart
+        eq_w = max(map(len, firsts))
+        firsts = [f.ljust(eq_w) for f in firsts]
+    codes = [_fill([f] + ([" "] + p.rest if p.rest else []), 0) for f, p in zip(firsts, parts)]
+    short = [len(c[0]) for c, p in zip(codes, parts) if p.doc is not None and len(c) == 1 and len(c[0]) <= DOC_ALIGN]
+    doc_col = max(short, default=0) + 1
     rendered = []
-    for f, p in zip(out, parts):
-        pieces: list[Piece] = [f[0]]
-        if p.rest:
-            pieces += [" "] + p.rest
+    for lines, p in zip(codes, parts):
+        lines = [line.rstrip() for line in lines]
         if p.doc is not None:
-            pieces += [Brk(_TAIL_RANK), _escape(p.doc)]
-        lines = _fill(pieces, 0)
-        rendered.append([line.rstrip() for line in lines])
+            doc = _escape(p.doc)
+            if len(lines) == 1 and len(lines[0]) < doc_col and doc_col + len(doc) <= WIDTH:
+                lines[0] = lines[0].ljust(doc_col) + doc
+            elif len(lines) == 1 and len(lines[0]) + 1 + len(doc) <= WIDTH:
+                lines[-1] += " " + doc
+            else:
+                lines.append(INDENT + doc)
+        rendered.append(lines)
     return rendered
 
 
