@@ -28,6 +28,7 @@ Text widths are estimated for a monospace font (0.6 em per character).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -151,6 +152,7 @@ def to_dot(tp: T.TypedProgram) -> str:
 NAME_PX, LABEL_PX = 13.0, 10.0  # font sizes
 CHAR = 0.6  # monospace advance, in em
 BOX_H, PAD = 40.0, 10.0
+PORT = 7.0  # vertical spacing of the edges meeting one side of a box (boxes grow to keep it)
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
 
@@ -223,7 +225,9 @@ def to_svg(tp: T.TypedProgram) -> str:
     ns, es = nodes(tp), edges(tp)
     kinds = {n.name: n.kind for n in ns}
     head = 44.0
-    boxes, routes, width, height = layered({n.name: (_box_w(n), BOX_H) for n in ns}, layers(tp),
+    fan_out, fan_in = Counter(e.src for e in es), Counter(e.dst for e in es)
+    sizes = {n.name: (_box_w(n), max(BOX_H, PORT * (max(fan_in[n.name], fan_out[n.name]) - 1) + 16)) for n in ns}
+    boxes, routes, width, height = layered(sizes, layers(tp),
                                            [(e.src, e.dst) for e in es], top=head)
     legend, legend_w = _legend(height)
     width = max(width, legend_w, 40 + len(tp.name) * 15 * CHAR)
@@ -263,8 +267,8 @@ def to_svg(tp: T.TypedProgram) -> str:
                 f"<title>{_esc(tip)}</title>",
                 f'<rect x="{b.x:.1f}" y="{top:.1f}" width="{b.w:.1f}" height="{b.h:.1f}" rx="6" '
                 f'fill="{fill}" stroke="{stroke}" stroke-width="1.6"/>',
-                f'<text class="name" x="{cx:.1f}" y="{top + 17:.1f}" text-anchor="middle">{_esc(n.name)}</text>',
-                f'<text class="label" x="{cx:.1f}" y="{top + 31:.1f}" text-anchor="middle">{_esc(n.label)}</text>',
+                f'<text class="name" x="{cx:.1f}" y="{b.y - 3:.1f}" text-anchor="middle">{_esc(n.name)}</text>',
+                f'<text class="label" x="{cx:.1f}" y="{b.y + 11:.1f}" text-anchor="middle">{_esc(n.label)}</text>',
                 "</g>"]
     out.append("</g>")
     out += legend

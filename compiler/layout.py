@@ -27,6 +27,7 @@ from dataclasses import dataclass
 H_GAP = 70.0  # between columns, room for the curves
 V_GAP = 16.0  # between boxes in a column
 DUMMY_H = 6.0  # height of a dummy slot
+PORT = 7.0  # at most this far apart, the edges meeting one side of a box
 SWEEPS = 6
 ROUNDS = 30
 
@@ -189,7 +190,7 @@ def _routes(chains: list[list[str]], boxes: dict[str, Box], col_x: list[float], 
     def ports(name: str, ks: list[int], other) -> dict[int, float]:
         b = boxes[name]
         ks = sorted(ks, key=lambda k: (boxes[other(k)].y, k))
-        step = min(7.0, (b.h - 12) / max(1, len(ks) - 1)) if len(ks) > 1 else 0.0
+        step = min(PORT, (b.h - 12) / max(1, len(ks) - 1)) if len(ks) > 1 else 0.0
         return {k: b.y + (i - (len(ks) - 1) / 2) * step for i, k in enumerate(ks)}
 
     out_y: dict[int, float] = {}
