@@ -257,7 +257,7 @@ def _expr_text() -> st.SearchStrategy[str]:
                 min_size=1, max_size=3)).map(lambda t: f"{t[0]}[{', '.join(t[1])}]"),
         )
 
-    return st.recursive(leaf, extend, max_leaves=12)
+    return st.recursive(leaf, extend, max_leaves=40)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
