@@ -17,7 +17,7 @@ import math
 from typing import Optional, Sequence, Union
 
 from . import ast, errors, typed as T
-from .diagnostics import Diagnostic, PolError, ice
+from .diagnostics import Diagnostic, PolError, ice, source_lines
 from .errors import fmt_num
 from .typed import BOOL, REAL, Type
 
@@ -117,7 +117,7 @@ class _Checker:
         raise _Poison()
 
     def text(self, span: ast.Span) -> str:
-        lines = self.prog.text.splitlines()
+        lines = source_lines(self.prog.text)
         if span.line == span.end_line:
             return lines[span.line - 1][span.column - 1: span.end_column - 1]
         parts = [lines[span.line - 1][span.column - 1:]]

@@ -45,6 +45,22 @@ class Diagnostic:
         )
 
 
+def source_lines(text: str) -> list[str]:
+    """The lines as the parser numbers them: split at "\n" only (str.splitlines
+    also splits at form feeds and other separators, which would shift every
+    line number after them), without a trailing "\r"."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _visible(line: str) -> str:
+    """The line as printed: a tab is one space (columns count characters) and a
+    control character is its visible symbol (NUL as \u2400), so carets stay aligned."""
+    return "".join(" " if c == "\t" else chr(0x2400 + ord(c)) if ord(c) < 0x20 else c for c in line)
+
+
 def _excerpt(span: Span, lines: Sequence[str], context: int = 1) -> list[str]:
     """Numbered source lines around `span` with carets under it."""
     first = max(1, span.line - context)
@@ -52,7 +68,7 @@ def _excerpt(span: Span, lines: Sequence[str], context: int = 1) -> list[str]:
     width = len(str(last))
     out = [_RULE]
     for n in range(first, last + 1):
-        text = lines[n - 1].expandtabs(1) if n - 1 < len(lines) else ""
+        text = _visible(lines[n - 1]) if n - 1 < len(lines) else ""
         out.append(f"   {n:>{width}}:  {text}")
         if span.line <= n <= span.end_line:
             start = span.column if n == span.line else 1 + (len(text) - len(text.lstrip()))
@@ -66,7 +82,7 @@ def _excerpt(span: Span, lines: Sequence[str], context: int = 1) -> list[str]:
 def render(diag: Diagnostic, source_text: Optional[str]) -> str:
     """The stanc3-style text of one diagnostic."""
     out = [diag.heading()]
-    lines = source_text.splitlines() if source_text is not None else []
+    lines = source_lines(source_text) if source_text is not None else []
     if diag.span is not None and lines and diag.span.line <= len(lines) + 1:
         out += _excerpt(diag.span, lines)
     out.append(diag.message)
