@@ -10,6 +10,7 @@ marks a warning. `docs/language.md` lists them all.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Iterable, Optional, Sequence
 
 from .ast import Span
@@ -56,9 +57,28 @@ def syntax_error(span: Span, found: str, label: str, expected: Sequence[str]) ->
     return _err("E0001", "Syntax", span, f"{label} Found {found}.{exp}".replace("..", "."))
 
 
+_CHARACTER_HINTS = {
+    "&": "Boolean operators are words: `a and b`, `a or b`, `not a`.",
+    "|": "Boolean operators are words: `a and b`, `a or b`, `not a`.",
+    "!": "Negation is the word `not`, as in `not (x > 0)`; `!=` means not equal.",
+    "'": 'Doc strings use double quotes: "like this".',
+    "%": "Pol has no `%` operator; compute what you need with `+ - * / ^` and the builtin functions.",
+    "{": "Pol has no blocks: each declaration is one `keyword name ... = expression` line.",
+    "}": "Pol has no blocks: each declaration is one `keyword name ... = expression` line.",
+    "\u2212": "This is a Unicode minus sign; write the ASCII `-`.",
+    "\u00d7": "This is a Unicode multiplication sign; write the ASCII `*`.",
+    "\u2264": "Write `<=` in ASCII.",
+    "\u2265": "Write `>=` in ASCII.",
+}
+
+
 def bad_character(span: Span, char: str) -> Diagnostic:
-    return _err("E0002", "Syntax", span, f"Unexpected character {char!r}.",
-                "Names use letters, digits and '_'; comments start with '#'; strings use double quotes.")
+    hint = _CHARACTER_HINTS.get(char)
+    if hint is None and not char.isascii():
+        hint = "Pol source is ASCII outside doc strings and comments; names use letters, digits and '_'."
+    if hint is None:
+        hint = "Names use letters, digits and '_'; comments start with '#'; doc strings use double quotes."
+    return _err("E0002", "Syntax", span, f"Unexpected character {char!r}.", hint)
 
 
 def unterminated_string(span: Span) -> Diagnostic:
@@ -67,7 +87,16 @@ def unterminated_string(span: Span) -> Diagnostic:
 
 
 def bad_number(span: Span, text: str) -> Diagnostic:
-    return _err("E0004", "Syntax", span, f"{text!r} is not a number.")
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+|[0-9]+\.)([A-Za-z_][A-Za-z_0-9]*)", text)
+    if m and re.fullmatch(r"[eE]", m.group(2)):
+        hint = "An exponent needs digits, like `1e-3` or `2e5`."
+    elif m and m.group(1) == "0" and m.group(2)[0] in "xXbBoO":
+        hint = "Numbers are written in decimal, like `31` or `0.5`."
+    elif m:
+        hint = f"Write a product with `*`, like `{m.group(1)} * {m.group(2)}`; a name cannot start with a digit."
+    else:
+        hint = "Numbers look like `3`, `0.5`, `.25` or `1e-3`."
+    return _err("E0004", "Syntax", span, f"{text!r} is not a number.", hint)
 
 
 # ---- E01xx: names and structure ---------------------------------------------
