@@ -1,0 +1,111 @@
+"""Recording every exchange of any backend, so that any run can be replayed.
+
+The exchange file is JSON Lines, ``<run dir>/exchanges.jsonl``, one object per completed call::
+
+    {"format": "polc-llm-exchange/1", "index": 0, "model": "gemini:gemini-2.5-flash",
+     "messages": [{"role": "system", "text": "..."}, {"role": "user", "text": "..."}],
+     "reply": "...", "input_tokens": 1834, "output_tokens": 412, "seconds": 3.21,
+     "time": "2026-12-02T10:00:03Z"}
+
+`index` counts from 0 in call order; `messages` is exactly the prompt sent. Each line is
+written with one write() on an O_APPEND descriptor, then fsync'd, so a crash leaves at most
+a torn last line: reading ignores it, and the next append first cuts it off. Calls that
+fail are not recorded (they have no reply to play back).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .base import Backend, LLMError, Message, Reply
+
+FORMAT = "polc-llm-exchange/1"
+FILENAME = "exchanges.jsonl"
+
+
+def exchange_file(path: str | os.PathLike) -> Path:
+    """The exchange file of a run directory (or `path` itself when it names a file)."""
+    p = Path(path)
+    return p if p.suffix == ".jsonl" else p / FILENAME
+
+
+def read_exchanges(path: str | os.PathLike) -> list[dict]:
+    """All complete records of an exchange file; a torn last line (no newline, or not JSON)
+    is ignored. A damaged line before the last raises LLMError."""
+    file = exchange_file(path)
+    data = file.read_bytes()
+    lines = data.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends with a newline
+    records = []
+    for number, line in enumerate(complete, start=1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if number == len(complete) and not tail:
+                break  # a torn last line that happened to end in a newline byte
+            raise LLMError(f"The exchange file {file} is damaged at line {number}.") from None
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise LLMError(f"Line {number} of {file} is not a {FORMAT} record.")
+        records.append(record)
+    return records
+
+
+def _cut_torn_tail(file: Path) -> None:
+    """Drop a partial last line left by a crash, so the next record starts on its own line."""
+    try:
+        size = file.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return
+    with open(file, "r+b") as f:
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        keep = f.read().rfind(b"\n") + 1
+        f.truncate(keep)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def append_exchange(path: str | os.PathLike, record: dict) -> None:
+    """Append one record durably (one write, then fsync)."""
+    file = exchange_file(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    _cut_torn_tail(file)
+    line = (json.dumps({"format": FORMAT, **record}, ensure_ascii=False) + "\n").encode()
+    fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, line)
+        while written < len(line):  # a short write is rare on a regular file, never silent
+            written += os.write(fd, line[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RecordingBackend:
+    """Wraps a backend; every completed call is appended to ``<run dir>/exchanges.jsonl``."""
+
+    def __init__(self, inner: Backend, run_dir: str | os.PathLike):
+        self.inner = inner
+        self.name = inner.name
+        self.file = exchange_file(run_dir)
+        self.count = len(read_exchanges(self.file)) if self.file.exists() else 0
+
+    def complete(self, messages: Sequence[Message]) -> Reply:
+        reply = self.inner.complete(messages)
+        append_exchange(self.file, {
+            "index": self.count, "model": self.name,
+            "messages": [{"role": m.role, "text": m.text} for m in messages],
+            "reply": reply.text, "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens, "seconds": round(reply.seconds, 3),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        })
+        self.count += 1
+        return reply
