@@ -1,0 +1,257 @@
+"""What every benchmark shares: the structure under test, its observations,
+the timing loop and the table. Imports neither jax nor torch, so both sides of
+the PyTorch comparison (separate processes) can use it.
+
+Timing rules (docs/performance.md repeats them):
+  * every call is synchronised (JAX: block_until_ready; torch CPU is synchronous);
+  * warm-up calls first (compilation is never timed as a call);
+  * one repetition times `inner` back-to-back calls, sized so a repetition lasts
+    about `target_s` seconds, and reports seconds per call;
+  * candidates are INTERLEAVED: each repetition runs every candidate once, in an
+    order that rotates, so drift on a shared machine hits all of them alike;
+  * the figure is the median over >= 7 repetitions, and ratios are of medians.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CAR_RACING = ROOT / "examples" / "car_racing" / "initial.pol"
+BATCHES = (1, 64, 4096, 65536)
+
+# JAX's CPU backend, single-threaded (JAX FAQ spelling). Must be in the
+# environment before jax is imported.
+XLA_SINGLE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def single_threaded_jax_env() -> None:
+    """Put the single-thread XLA flags in os.environ (call before `import jax`)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        if "jax" in sys.modules:
+            raise RuntimeError("single_threaded_jax_env() must run before jax is imported")
+        os.environ["XLA_FLAGS"] = (flags + " " + XLA_SINGLE_THREAD).strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def pin_to_one_core(core: int | None = None) -> int | None:
+    """Run this process (and every thread it starts later) on one core.
+
+    The XLA flags make XLA's own work single-threaded, but a JAX call still hands
+    the computation to a runtime thread while the Python thread waits; unpinned,
+    on this 2-core VM, that hand-off across cores left the process idle about half
+    the time (CPU/wall about 0.5) and doubled the time per call at large batches.
+    Pinning both the JAX and the torch processes to one core measures
+    single-threaded work for both alike. Returns the core, or None where the OS
+    has no affinity call. Call before importing jax or torch."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    core = allowed[-1] if core is None else core
+    os.sched_setaffinity(0, {core})
+    return core
+
+
+# ---- the structure's observations ---------------------------------------------------
+
+# Declared shapes of examples/car_racing/initial.pol (unbatched).
+OBS_SHAPES: dict[str, tuple[int, ...]] = {
+    "tiles": (12, 4), "speed": (), "ang_vel": (), "wheel_speed": (4,),
+    "offset": (), "heading_err": (), "on_grass": (4,),
+}
+
+
+def car_obs(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """A batch of plausible Car Racing observations, float32, each of shape
+    (batch, *declared shape), inside the declared ranges."""
+    rng = np.random.default_rng(seed)
+    tiles = np.empty((batch, 12, 4), np.float32)
+    tiles[..., 0] = rng.normal(0.0, 1.0, (batch, 12))                            # lateral x
+    tiles[..., 1] = np.arange(1, 13) * 0.4 + rng.normal(0, 0.05, (batch, 12))   # ahead y
+    tiles[..., 2] = rng.normal(0.0, 0.3, (batch, 12))                            # heading theta
+    tiles[..., 3] = rng.random((batch, 12)) < 0.1                                # sharp flag
+    speed = rng.uniform(0.0, 1.2, batch)
+    return {
+        "tiles": tiles,
+        "speed": speed.astype(np.float32),
+        "ang_vel": rng.normal(0.0, 1.0, batch).astype(np.float32),
+        "wheel_speed": (speed[:, None] + rng.normal(0, 0.1, (batch, 4))).clip(0, 3).astype(np.float32),
+        "offset": rng.normal(0.0, 0.8, batch).clip(-4, 4).astype(np.float32),
+        "heading_err": rng.normal(0.0, 0.4, batch).clip(-3.15, 3.15).astype(np.float32),
+        "on_grass": (rng.random((batch, 4)) < 0.05).astype(np.float32),
+    }
+
+
+def car_weights() -> dict[str, tuple[float, float, float]]:
+    """name -> (lo, hi, initial constrained value), read from the .pol through
+    polc's checker (which imports no jax and no torch)."""
+    import polc
+
+    tp = polc.load(str(CAR_RACING), analyze=False).typed
+    return {w.name: (w.lo, w.hi, float(w.init)) for w in tp.weights}
+
+
+def unconstrained_init() -> dict[str, float]:
+    """name -> the weight's initial UNCONSTRAINED value (Stan transforms, numpy)."""
+    from polc import transforms
+
+    return {n: float(transforms.unconstrain(np.float64(v), lo, hi, np)) for n, (lo, hi, v) in car_weights().items()}
+
+
+# ---- timing -------------------------------------------------------------------------
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def calibrate(fn: Callable[[], object], target_s: float) -> int:
+    """How many back-to-back calls of `fn` take about `target_s` seconds."""
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter() - t0
+        if dt >= target_s / 4 or n >= 1 << 20:
+            return max(1, int(round(n * target_s / max(dt, 1e-9))))
+        n *= 4
+
+
+def time_interleaved(fns: Mapping[str, Callable[[], object]], reps: int = 9, warmup: int = 3,
+                     target_s: float = 0.05) -> dict[str, dict]:
+    """Median seconds per call of each synchronised callable, interleaved.
+
+    Returns name -> {"median_s", "samples_s" (one per repetition), "inner",
+    "cpu_per_wall" (process CPU seconds / wall seconds while that candidate
+    ran: about 1.0 means it used one core)}."""
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    # One inner count for all, sized on the slowest, so each candidate runs the same calls.
+    inner = min(calibrate(fns[n], target_s) for n in names)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, float] = {n: 0.0 for n in names}
+    wall: dict[str, float] = {n: 0.0 for n in names}
+    for r in range(reps):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            fn = fns[name]
+            c0, t0 = cpu_seconds(), time.perf_counter()
+            for _ in range(inner):
+                fn()
+            dt = time.perf_counter() - t0
+            cpu[name] += cpu_seconds() - c0
+            wall[name] += dt
+            samples[name].append(dt / inner)
+    return {n: {"median_s": statistics.median(samples[n]), "samples_s": samples[n], "inner": inner,
+                "cpu_per_wall": cpu[n] / wall[n]} for n in names}
+
+
+class LoadMeter:
+    """How busy the whole machine was between start() and stop(), in cores,
+    from /proc/stat (this process's own work included). On a shared machine
+    (other jobs running) the timings are noisier; the reports say how busy it was."""
+
+    def __init__(self) -> None:
+        self.t0 = self._read()
+
+    @staticmethod
+    def _read():
+        try:
+            f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return None
+        return sum(f) - f[3] - f[4], sum(f)  # busy (all but idle and iowait), total
+
+    def busy_cores(self) -> float | None:
+        t1 = self._read()
+        if self.t0 is None or t1 is None or t1[1] == self.t0[1]:
+            return None
+        return (t1[0] - self.t0[0]) / (t1[1] - self.t0[1]) * (os.cpu_count() or 1)
+
+
+def time_process(argv: Sequence[str], runs: int, env: Mapping[str, str] | None = None) -> dict:
+    """Wall seconds of whole child processes (start to exit), run `runs` times.
+    Raises if the child exits non-zero (a benchmark of a failing command is no benchmark)."""
+    import subprocess
+
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        p = subprocess.run(list(argv), capture_output=True, text=True, env=None if env is None else dict(env))
+        samples.append(time.perf_counter() - t0)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+    return {"median_s": statistics.median(samples), "samples_s": samples}
+
+
+# ---- reporting ----------------------------------------------------------------------
+
+
+def fmt_time(s: float) -> str:
+    """Seconds in a readable unit (ns / us / ms / s), 3 significant digits."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if s >= scale or unit == "ns":
+            v = s / scale
+            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{s:.3g} s"  # pragma: no cover
+
+
+def spread(samples: Sequence[float]) -> str:
+    """The interquartile range relative to the median, as +-x%."""
+    if len(samples) < 4:
+        return ""
+    q = statistics.quantiles(samples, n=4)
+    med = statistics.median(samples)
+    return f"±{50 * (q[2] - q[0]) / med:.0f}%"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table (also valid Markdown)."""
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    def line(cells) -> str:  # the first column (a name) to the left, numbers to the right
+        return "| " + " | ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+
+
+def machine() -> dict:
+    """What the numbers were measured on."""
+    model = ""
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                model = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "cpu": model or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def header(title: str) -> str:
+    m = machine()
+    return f"{title}\n{m['date']}  {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['platform']}"
+
+
+def write_json(path: str | None, data: object) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(data, indent=1))

@@ -1,0 +1,47 @@
+"""Run every benchmark, one after the other, each in its own process.
+
+    .venv/bin/python benchmarks/run_all.py [--out DIR] [--quick]
+
+--out DIR   also write each benchmark's raw results as DIR/<name>.json
+--quick     the minimum repetitions (7 interleaved repetitions, 5 processes),
+            the whole run then takes about two minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCHMARKS = ("bench_lowering", "bench_torch", "bench_check")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="directory for the raw JSON results")
+    ap.add_argument("--quick", action="store_true", help="minimum repetitions")
+    ap.add_argument("--only", choices=BENCHMARKS, action="append", help="run only this one (repeatable)")
+    args = ap.parse_args(argv)
+    failed = []
+    for name in args.only or BENCHMARKS:
+        cmd = [sys.executable, os.path.join(HERE, name + ".py")]
+        if args.quick:
+            cmd += ["--runs", "5"] if name == "bench_check" else ["--reps", "7"]
+        if args.out:
+            cmd += ["--json", os.path.join(args.out, name + ".json")]
+        print(f"$ {' '.join(cmd)}", flush=True)
+        t0 = time.perf_counter()
+        rc = subprocess.call(cmd)
+        print(f"({name}: exit {rc}, {time.perf_counter() - t0:.0f} s)\n", flush=True)
+        if rc != 0:
+            failed.append(name)
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
