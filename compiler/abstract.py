@@ -1,0 +1,413 @@
+"""The abstract interpreter behind `analyze`: intervals, signs and directions.
+
+One pass walks the typed program in dataflow order and gives every value an
+`Abs`: its `Interval` (elementwise) and, when a target variable is named, its
+direction of change in that variable: constant, increasing, decreasing or
+unknown (non-strict: "increasing" means never falls as the variable rises).
+The rules are the sign rules of disciplined convex programming: a product
+keeps a factor's direction when the other factor is constant in the variable
+and of known sign; an increasing function keeps its argument's direction;
+`abs`, `square` and `norm` need the argument's sign; an mlp's is unknown.
+
+The variable is a free input: its node's value is cut loose from what it is
+computed from, so "target decreasing in slip" is about target as a function
+of slip with every other input held fixed. With `report=True` the pass also
+collects the analysis warnings and errors (division by zero, log and sqrt
+domains, action ranges, noise stds) with the span of the offending node.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from typing import Mapping, MutableMapping, NamedTuple, Optional
+
+import numpy as np
+
+from . import errors, intervals as I, typed as T
+from .diagnostics import Diagnostic, ice
+from .intervals import Interval
+
+CONST, INC, DEC, UNKNOWN = "constant", "increasing", "decreasing", "unknown"
+
+
+class Abs(NamedTuple):
+    """What the analysis knows about one value."""
+
+    iv: Interval
+    dir: str = CONST
+    why: Optional[str] = None  # when dir is UNKNOWN: the first place the direction was lost
+
+
+Env = MutableMapping[str, Abs]
+
+
+def flip(d: str) -> str:
+    return {INC: DEC, DEC: INC}.get(d, d)
+
+
+def _flip(a: Abs) -> tuple[str, Optional[str]]:
+    return flip(a.dir), a.why
+
+
+def combine(parts: list[tuple[str, Optional[str]]], conflict: str) -> tuple[str, Optional[str]]:
+    """The direction of a value that is nondecreasing in each part (each part
+    already oriented): unknown if any part is, or if parts move both ways."""
+    for d, why in parts:
+        if d == UNKNOWN:
+            return UNKNOWN, why
+    moving = {d for d, _ in parts if d != CONST}
+    if not moving:
+        return CONST, None
+    if len(moving) == 1:
+        return moving.pop(), None
+    return UNKNOWN, conflict
+
+
+def scaled(a: Abs, factor: Interval, why: str) -> tuple[str, Optional[str]]:
+    """The direction of a * c where c is constant in the variable and lies in `factor`."""
+    if a.dir in (CONST, UNKNOWN):
+        return a.dir, a.why
+    if factor.nonneg():
+        return a.dir, None
+    if factor.nonpos():
+        return flip(a.dir), None
+    return UNKNOWN, why
+
+
+def _trig_direction(fn: str, iv: Interval) -> Optional[str]:
+    """INC or DEC if sin/cos is monotone over all of `iv`, else None."""
+    h = iv.hull()
+    lo, hi = float(h.lo), float(h.hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    start = -np.pi / 2 if fn == "sin" else -np.pi  # an increasing stretch begins here, every 2 pi
+    for base, d in ((start, INC), (start + np.pi, DEC)):
+        k = np.floor((lo - base) / (2 * np.pi))
+        seg = base + 2 * np.pi * k
+        if lo >= seg + 1e-9 and hi <= seg + np.pi - 1e-9:
+            return d
+    return None
+
+
+class Pass:
+    """One abstract run over a program.
+
+    bounds: the interval of every obs and weight (broadcast to its shape);
+    var: the name the directions are taken in (None: every value is constant);
+    report: collect diagnostics into `self.diagnostics`."""
+
+    def __init__(self, tp: T.TypedProgram, bounds: Mapping[str, Interval], var: Optional[str] = None,
+                 report: bool = False):
+        self.tp = tp
+        self.bounds = bounds
+        self.var = var
+        self.report = report
+        self.lines = tp.source.splitlines()
+        self.env: dict[str, Abs] = {}
+        self.means: dict[str, Abs] = {}
+        self.stds: dict[str, Abs] = {}
+        self.diagnostics: list[Diagnostic] = []
+
+    # ---- helpers ---------------------------------------------------------------------
+
+    def text(self, e: T.TExpr, limit: int = 40) -> str:
+        """The source text of an expression, on one line, shortened."""
+        s = e.span
+        try:
+            if s.line == s.end_line:
+                out = self.lines[s.line - 1][s.column - 1: s.end_column - 1]
+            else:
+                parts = [self.lines[s.line - 1][s.column - 1:], *self.lines[s.line: s.end_line - 1],
+                         self.lines[s.end_line - 1][: s.end_column - 1]]
+                out = " ".join(p.strip() for p in parts)
+        except IndexError:
+            out = ""
+        out = " ".join(out.split()) or type(e).__name__.lower()
+        return out if len(out) <= limit else out[: limit - 3] + "..."
+
+    def emit(self, d: Diagnostic) -> None:
+        if self.report:
+            self.diagnostics.append(d)
+
+    # ---- the program -------------------------------------------------------------------
+
+    def run(self) -> "Pass":
+        for decl in (*self.tp.obs, *self.tp.weights):
+            iv = self.bounds[decl.name].broadcast_to(decl.type.shape)
+            self.env[decl.name] = Abs(iv, INC if decl.name == self.var else CONST)
+        for node in self.tp.nodes:
+            if isinstance(node, T.Action):
+                value = self.action(node)
+            else:
+                value = self.expr(node.expr, self.env)
+            if node.name == self.var:  # the cut: a free input ranging over its own interval
+                value = Abs(value.iv, INC)
+            self.env[node.name] = value
+        return self
+
+    def action(self, a: T.Action) -> Abs:
+        mean = self.expr(a.expr, self.env)
+        mean = Abs(mean.iv.broadcast_to(np.broadcast_shapes(mean.iv.shape, a.type.shape)), mean.dir, mean.why)
+        self.means[a.name] = mean
+        clipped = I.clip(mean.iv, Interval.point(a.lo), Interval.point(a.hi))
+        is_clip = isinstance(a.expr, T.Apply) and a.expr.fn == "clip"
+        if not mean.iv.within(a.lo, a.hi) and not is_clip:
+            self.emit(errors.action_range_exceeded(a.expr.span, a.name, str(mean.iv),
+                                                   str(Interval(a.lo, a.hi))))
+        if a.std is not None:
+            std = self.expr(a.std, self.env)
+            self.stds[a.name] = std
+            if not std.iv.positive():
+                self.emit(errors.std_not_positive(a.std.span, a.name, str(std.iv)))
+        return Abs(clipped, mean.dir, mean.why)
+
+    # ---- expressions --------------------------------------------------------------------
+
+    def expr(self, e: T.TExpr, env: Mapping[str, Abs]) -> Abs:
+        if isinstance(e, T.Const):
+            return Abs(Interval.point(np.asarray(e.value, dtype=float)))
+        if isinstance(e, T.Ref):
+            return env[e.name]
+        if isinstance(e, T.Unary):
+            x = self.expr(e.x, env)
+            iv = I.neg(x.iv) if e.op == "neg" else I.logic("not", x.iv)
+            return Abs(iv, flip(x.dir), x.why)
+        if isinstance(e, T.Binary):
+            return self.binary(e, self.expr(e.l, env), self.expr(e.r, env))
+        if isinstance(e, T.Select):
+            return self.select(e, env)
+        if isinstance(e, T.Apply):
+            return self.apply(e, [self.expr(a, env) for a in e.args])
+        if isinstance(e, T.Reduce):
+            x = self.expr(e.x, env)
+            iv = I.reduce(e.fn, x.iv, e.axis)
+            if e.fn == "norm":
+                return Abs(iv, *scaled(x, x.iv, f"`{self.text(e)}` is not monotone where its argument changes sign"))
+            return Abs(iv, x.dir, x.why)
+        if isinstance(e, T.Index):
+            x = self.expr(e.x, env)
+            return Abs(I.index(x.iv, e.items), x.dir, x.why)
+        if isinstance(e, T.Stack):
+            items = [self.expr(i, env) for i in e.items]
+            conflict = f"the items of `{self.text(e)}` move in opposite directions"
+            return Abs(I.stack([i.iv for i in items]), *combine([(i.dir, i.why) for i in items], conflict))
+        if isinstance(e, T.Mlp):
+            items = [self.expr(i, env) for i in e.inputs]
+            moving = [i for i in items if i.dir != CONST]
+            why = (f"it passes through `{self.text(e)}`, a learned function with no declared direction"
+                   if moving else None)
+            return Abs(Interval.everything(e.type.shape), UNKNOWN if moving else CONST, why)
+        raise ice(f"analysis: no rule for {type(e).__name__}")
+
+    def binary(self, e: T.Binary, l: Abs, r: Abs) -> Abs:
+        op = e.op
+        if op == "add":
+            return Abs(I.add(l.iv, r.iv), *combine([(l.dir, l.why), (r.dir, r.why)], self.opposed(e)))
+        if op == "sub":
+            return Abs(I.sub(l.iv, r.iv), *combine([(l.dir, l.why), _flip(r)], self.opposed(e)))
+        if op == "mul":
+            return Abs(I.mul(l.iv, r.iv), *self.product(e, l, r))
+        if op == "div":
+            iv, maybe_zero = I.div(l.iv, r.iv)
+            if maybe_zero:
+                self.emit(errors.division_by_zero(e.r.span, str(r.iv)))
+            return Abs(iv, *self.quotient(e, l, r))
+        if op == "pow":
+            return Abs(I.power(l.iv, r.iv), *self.power(e, l, r))
+        if op in ("lt", "le"):  # true grows as l falls or r rises
+            return Abs(I.compare(op, l.iv, r.iv), *combine([_flip(l), (r.dir, r.why)], self.opposed(e)))
+        if op in ("gt", "ge"):
+            return Abs(I.compare(op, l.iv, r.iv), *combine([(l.dir, l.why), _flip(r)], self.opposed(e)))
+        if op in ("eq", "ne"):
+            parts = combine([(l.dir, l.why), (r.dir, r.why)], "")
+            d = CONST if parts[0] == CONST else UNKNOWN
+            why = parts[1] if parts[0] == UNKNOWN else f"the equality test `{self.text(e)}` is not monotone"
+            return Abs(I.compare(op, l.iv, r.iv), d, None if d == CONST else why)
+        if op in ("and", "or"):
+            return Abs(I.logic(op, l.iv, r.iv), *combine([(l.dir, l.why), (r.dir, r.why)], self.opposed(e)))
+        raise ice(f"analysis: unknown operator {op}")
+
+    def opposed(self, e: T.TExpr) -> str:
+        return f"the two sides of `{self.text(e)}` move in opposite directions"
+
+    def sign_unknown(self, factor: T.TExpr, iv: Interval) -> str:
+        return f"the sign of `{self.text(factor)}` is not fixed (it lies in {iv})"
+
+    def product(self, e: T.Binary, l: Abs, r: Abs) -> tuple[str, Optional[str]]:
+        # (l r)(x2) - (l r)(x1) = (l2 - l1) r2 + l1 (r2 - r1): each term signed by
+        # one factor's direction times the other factor's sign.
+        return combine([scaled(l, r.iv, self.sign_unknown(e.r, r.iv)),
+                        scaled(r, l.iv, self.sign_unknown(e.l, l.iv))], self.opposed(e))
+
+    def quotient(self, e: T.Binary, l: Abs, r: Abs) -> tuple[str, Optional[str]]:
+        if r.dir == CONST:
+            recip_dir: tuple[str, Optional[str]] = (CONST, None)
+        elif r.dir == UNKNOWN:
+            recip_dir = (UNKNOWN, r.why)
+        elif bool(np.any((r.iv.lo <= 0) & (r.iv.hi >= 0))):
+            return UNKNOWN, f"the divisor `{self.text(e.r)}` may be zero (it lies in {r.iv})"
+        else:
+            recip_dir = (flip(r.dir), None)  # 1/r falls as r rises, on either side of zero
+        recip, _ = I.div(Interval.point(1.0), r.iv)
+        return combine([scaled(l, recip, self.sign_unknown(e.r, r.iv)),
+                        scaled(Abs(recip, *recip_dir), l.iv, self.sign_unknown(e.l, l.iv))], self.opposed(e))
+
+    def power(self, e: T.Binary, l: Abs, r: Abs) -> tuple[str, Optional[str]]:
+        if l.dir == CONST and r.dir == CONST:
+            return CONST, None
+        p = I._constant_exponent(r.iv) if r.dir == CONST else None
+        turn = f"`{self.text(e)}` is not monotone where `{self.text(e.l)}` changes sign (it lies in {l.iv})"
+        if p is not None:
+            if p == 0:
+                return CONST, None
+            if p.is_integer() and p > 0:
+                return scaled(l, l.iv, turn) if int(p) % 2 == 0 else (l.dir, l.why)
+            if p.is_integer():  # negative integer: 1/x^k
+                if l.iv.positive():
+                    return _flip(l)
+                if bool(np.all(l.iv.hi < 0)):
+                    return (l.dir, l.why) if int(p) % 2 == 0 else _flip(l)
+                return (UNKNOWN, turn) if l.dir != UNKNOWN else (UNKNOWN, l.why)
+            return (l.dir, l.why) if p > 0 else _flip(l)  # x^p for x >= 0
+        if l.iv.positive():  # a^b = exp(b log a)
+            log_l = Abs(I.apply("log", l.iv), l.dir, l.why)
+            return combine([scaled(log_l, r.iv, self.sign_unknown(e.r, r.iv)),
+                            scaled(r, log_l.iv, f"the sign of `log({self.text(e.l)})` is not fixed")],
+                           self.opposed(e))
+        return UNKNOWN, f"`{self.text(e)}` has a variable exponent and a base that is not provably positive"
+
+    def apply(self, e: T.Apply, args: list[Abs]) -> Abs:
+        fn = e.fn
+        x = args[0]
+        if fn in T.ELEMENTWISE:
+            if fn == "log" and bool(np.any(x.iv.lo <= 0)):
+                self.emit(errors.domain_warning(e.args[0].span, fn, str(x.iv), "a positive argument"))
+            if fn == "sqrt" and bool(np.any(x.iv.lo < 0)):
+                self.emit(errors.domain_warning(e.args[0].span, fn, str(x.iv), "a non-negative argument"))
+            iv = I.apply(fn, x.iv)
+            if fn in ("abs", "square"):
+                return Abs(iv, *scaled(x, x.iv, f"`{self.text(e)}` turns around where `{self.text(e.args[0])}` "
+                                                f"changes sign (it lies in {x.iv})"))
+            if fn in ("sin", "cos"):
+                if x.dir in (CONST, UNKNOWN):
+                    return Abs(iv, x.dir, x.why)
+                d = _trig_direction(fn, x.iv)
+                if d is None:
+                    return Abs(iv, UNKNOWN, f"`{self.text(e)}` is not monotone over {x.iv}")
+                return Abs(iv, x.dir if d == INC else flip(x.dir))
+            return Abs(iv, x.dir, x.why)  # every other elementwise function is nondecreasing
+        if fn in ("min", "max", "clip"):
+            iv = I.clip(*(a.iv for a in args)) if fn == "clip" else I.apply2(fn, args[0].iv, args[1].iv)
+            return Abs(iv, *combine([(a.dir, a.why) for a in args], self.opposed(e)))
+        if fn == "atan2":
+            return Abs(I.apply2(fn, args[0].iv, args[1].iv), *self.atan2(e, args[0], args[1]))
+        raise ice(f"analysis: unknown function {fn}")
+
+    def atan2(self, e: T.Apply, y: Abs, x: Abs) -> tuple[str, Optional[str]]:
+        # d/dy atan2(y, x) has the sign of x (off the branch cut on the negative
+        # x axis); d/dx has the sign of -y.
+        cut = f"`{self.text(e)}` is not monotone across the negative x axis or the origin"
+        if x.iv.positive():
+            dy = (y.dir, y.why)
+        elif bool(np.all(x.iv.hi < 0)) and (y.iv.positive() or bool(np.all(y.iv.hi < 0))):
+            dy = _flip(y)
+        else:
+            dy = (y.dir, y.why) if y.dir in (CONST, UNKNOWN) else (UNKNOWN, cut)
+        if y.iv.positive():
+            dx = _flip(x)
+        elif bool(np.all(y.iv.hi < 0)):
+            dx = (x.dir, x.why)
+        else:
+            dx = (x.dir, x.why) if x.dir in (CONST, UNKNOWN) else (UNKNOWN, cut)
+        return combine([dy, dx], self.opposed(e))
+
+    def select(self, e: T.Select, env: Mapping[str, Abs]) -> Abs:
+        c = self.expr(e.cond, env)
+        a = self.expr(e.a, self.narrow(env, e.cond, True))
+        b = self.expr(e.b, self.narrow(env, e.cond, False))
+        iv = I.select(c.iv, a.iv, b.iv)
+        if c.iv.surely():
+            return Abs(iv, a.dir, a.why)
+        if c.iv.never():
+            return Abs(iv, b.dir, b.why)
+        both = combine([(a.dir, a.why), (b.dir, b.why)], f"the branches of `{self.text(e)}` move in opposite directions")
+        if c.dir == CONST or both[0] == UNKNOWN:
+            return Abs(iv, *both)
+        if c.dir == UNKNOWN:
+            return Abs(iv, UNKNOWN, c.why)
+        # The condition flips once as the variable rises: from b to a (INC) or from a to b.
+        low, high = (b, a) if c.dir == INC else (a, b)
+        d = both[0]
+        if d in (CONST, INC) and bool(np.all(high.iv.lo >= low.iv.hi)):
+            return Abs(iv, INC)
+        if d in (CONST, DEC) and bool(np.all(high.iv.hi <= low.iv.lo)):
+            return Abs(iv, DEC)
+        return Abs(iv, UNKNOWN, f"`{self.text(e)}` jumps between its branches as `{self.text(e.cond)}` changes")
+
+    # ---- path sensitivity: what a condition says about the names it compares ------------
+
+    def narrow(self, env: Mapping[str, Abs], cond: T.TExpr, truth: bool) -> Mapping[str, Abs]:
+        facts = self.facts(cond, truth, env)
+        if not facts:
+            return env
+        out: Env = ChainMap({}, env)  # type: ignore[arg-type]
+        for name, iv in facts:
+            old = out[name]
+            out[name] = Abs(I.meet(old.iv, _fit(iv, old.iv.shape)), old.dir, old.why)
+        return out
+
+    def facts(self, cond: T.TExpr, truth: bool, env: Mapping[str, Abs]) -> list[tuple[str, Interval]]:
+        """(name, interval) pairs that hold wherever `cond` equals `truth`."""
+        if isinstance(cond, T.Unary) and cond.op == "not":
+            return self.facts(cond.x, not truth, env)
+        if isinstance(cond, T.Binary) and cond.op in ("and", "or"):
+            if (cond.op == "and") == truth:  # both sides hold (and-true, or-false)
+                return self.facts(cond.l, truth, env) + self.facts(cond.r, truth, env)
+            return []
+        if not (isinstance(cond, T.Binary) and cond.op in ("lt", "le", "gt", "ge")):
+            return []
+        op, l, r = cond.op, cond.l, cond.r
+        if op in ("gt", "ge"):
+            op, l, r = {"gt": "lt", "ge": "le"}[op], r, l
+        if not truth:  # not (l < r) is r <= l; not (l <= r) is r < l
+            op, l, r = {"lt": "le", "le": "lt"}[op], r, l
+        quiet, self.report = self.report, False
+        try:
+            liv, riv = self.expr(l, env).iv, self.expr(r, env).iv
+        finally:
+            self.report = quiet
+        strict = op == "lt"
+        out = []
+        if isinstance(l, T.Ref):  # l < r: l is below r's top
+            top = np.nextafter(riv.hi, -np.inf) if strict else riv.hi
+            out.append((l.name, Interval(-np.inf, top)))
+        if isinstance(r, T.Ref):  # r is above l's bottom
+            bottom = np.nextafter(liv.lo, np.inf) if strict else liv.lo
+            out.append((r.name, Interval(bottom, np.inf)))
+        return out
+
+
+def _fit(iv: Interval, shape: tuple[int, ...]) -> Interval:
+    """`iv` as a bound for a value of `shape`: its hull if it would widen the shape."""
+    try:
+        if np.broadcast_shapes(iv.shape, shape) == shape:
+            return iv
+    except ValueError:
+        pass
+    return iv.hull()
+
+
+def input_bounds(tp: T.TypedProgram, restrict: Optional[Mapping[str, Interval]] = None) -> dict[str, Interval]:
+    """The interval of every obs (its declared range) and weight (its constraint)."""
+    out: dict[str, Interval] = {}
+    for d in (*tp.obs, *tp.weights):
+        out[d.name] = Interval(d.lo, d.hi).broadcast_to(d.type.shape)
+    out.update(restrict or {})
+    return out
+
+
+def run_pass(tp: T.TypedProgram, var: Optional[str] = None, report: bool = False,
+             restrict: Optional[Mapping[str, Interval]] = None) -> Pass:
+    """One abstract run; `restrict` narrows some weights (e.g. to one sign)."""
+    return Pass(tp, input_bounds(tp, restrict), var, report).run()
+

@@ -1,0 +1,149 @@
+"""Phase 3: static analysis of a typed program: ranges, signs, directions, intents.
+
+    analysis = analyze_program(tp)
+    analysis.intervals["slip_c"]      # Interval: the range of every obs, weight, latent and action
+    analysis.diagnostics              # warnings W0402-W0407 and errors E0401, E0405
+    analysis.intents                  # one IntentResult per `expect`: proved / refuted / unknown
+
+Ranges come from observation ranges and weight constraints (an undeclared
+one is (-inf, inf)) pushed through every operation with interval arithmetic
+(`intervals.py`); the abstract interpreter (`abstract.py`) also tracks the
+direction of change in one variable. An intent claims its property for EVERY
+weight value its constraint allows and every observation in its declared
+range. Each is decided in four steps:
+
+1. Abstract analysis: the target's interval (range intents) or its direction
+   in the variable, with the graph cut at the variable (monotonicity).
+   Success proves it.
+2. Deciding weights: for each weight the target reads whose constraint allows
+   both signs, re-run step 1 with the weight held to one sign. If that proves
+   the intent, it holds only if fitting keeps that sign: warning W0406 says
+   which constraint to declare.
+3. A numeric search for a counterexample with the reference interpreter
+   (`counterexample.py`). Found: the intent is false, error E0405 with the
+   concrete weights and values.
+4. Otherwise unknown, warning W0407 saying where the analysis lost track.
+
+Nothing here imports jax: `polc check` runs this.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import counterexample, errors, typed as T
+from .abstract import CONST, Pass, run_pass
+from .diagnostics import Diagnostic
+from .errors import fmt_num
+from .intervals import Interval
+
+PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
+
+
+@dataclass(frozen=True)
+class IntentResult:
+    intent: T.Intent
+    status: str  # "proved", "refuted" or "unknown"
+    detail: str  # one line: what was shown, the counterexample, or why it is open
+    diagnostic: Optional[Diagnostic] = None  # the W0406 / W0407 / E0405 reported for it, if any
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the analysis found. `intervals` holds one range per name (the hull
+    over the elements); for an action it is the range of the clipped value, and
+    `"<action>.mean"` / `"<action>.std"` hold its mean's and noise std's ranges.
+    `elementwise` has the same keys with a range per element."""
+
+    intervals: dict[str, Interval]
+    diagnostics: list[Diagnostic]
+    intents: list[IntentResult]
+    elementwise: dict[str, Interval] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+
+def analyze_program(tp: T.TypedProgram) -> Analysis:
+    """Analyse a checked program: ranges, diagnostics and the verdict on every intent."""
+    base = run_pass(tp, report=True)
+    elementwise: dict[str, Interval] = {name: a.iv for name, a in base.env.items()}
+    for name, a in base.means.items():
+        elementwise[name + ".mean"] = a.iv
+    for name, a in base.stds.items():
+        elementwise[name + ".std"] = a.iv
+    results = [decide(tp, intent, base) for intent in tp.intents]
+    diagnostics = base.diagnostics + [r.diagnostic for r in results if r.diagnostic is not None]
+    diagnostics.sort(key=lambda d: (0, 0) if d.span is None else (d.span.line, d.span.column))
+    return Analysis({k: v.hull() for k, v in elementwise.items()}, diagnostics, results, elementwise)
+
+
+# ---- intents --------------------------------------------------------------------------------
+
+
+def _holds(intent: T.Intent, p: Pass) -> tuple[bool, str]:
+    """Whether one abstract pass proves the intent; else why not."""
+    a = p.env[intent.target]
+    if isinstance(intent, T.MonoIntent):
+        if a.dir in (CONST, intent.direction):
+            return True, f"{intent.target} is {intent.direction} in {intent.var}"
+        if a.dir == "unknown":
+            return False, a.why or f"the direction of {intent.target} in {intent.var} is not known"
+        return False, f"{intent.target} is {a.dir} in {intent.var} for some allowed weights"
+    h = a.iv.hull()
+    lo, hi = float(h.lo), float(h.hi)
+    ok_lo = lo > intent.lo if intent.lo_strict else lo >= intent.lo
+    ok_hi = hi < intent.hi if intent.hi_strict else hi <= intent.hi
+    if ok_lo and ok_hi:
+        return True, f"{intent.target} lies in {h}"
+    return False, f"{intent.target} can only be bounded to {h}"
+
+
+def _constraint_text(w: T.Weight, lo: float, hi: float) -> str:
+    """What to declare, e.g. `real <= 0` or `real[3] in [0, 2]`."""
+    t = str(w.type)
+    if math.isfinite(lo) and math.isfinite(hi):
+        return f"{t} in [{fmt_num(lo)}, {fmt_num(hi)}]"
+    if math.isfinite(lo):
+        return f"{t} >= {fmt_num(lo)}"
+    return f"{t} <= {fmt_num(hi)}"
+
+
+def _deciding_weight(tp: T.TypedProgram, intent: T.Intent) -> Optional[tuple[T.Weight, str]]:
+    """A weight of either sign whose sign, once fixed, proves the intent."""
+    var = intent.var if isinstance(intent, T.MonoIntent) else None
+    used = counterexample.ancestors(tp, intent.target)
+    for w in tp.weights:
+        if w.name not in used or w.name == var or not (w.lo < 0 < w.hi):
+            continue
+        for lo, hi in ((w.lo, 0.0), (0.0, w.hi)):
+            restricted = {w.name: Interval(lo, hi).broadcast_to(w.type.shape)}
+            if _holds(intent, run_pass(tp, var=var, restrict=restricted))[0]:
+                return w, _constraint_text(w, lo, hi)
+    return None
+
+
+def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> IntentResult:
+    """Prove, refute, or explain one intent (steps 1 to 4 of the module docstring)."""
+    var = intent.var if isinstance(intent, T.MonoIntent) else None
+    first = run_pass(tp, var=var) if var is not None else base
+    proved, why = _holds(intent, first)
+    if proved:
+        return IntentResult(intent, PROVED, why)
+    found = _deciding_weight(tp, intent)
+    if found is not None:
+        w, constraint = found
+        d = errors.intent_depends_on_sign(intent.span, intent.text, w.name, constraint)
+        return IntentResult(intent, UNKNOWN, f"holds only if weight {w.name} is declared {constraint}", d)
+    var_iv = base.env[var].iv if var is not None else None
+    witness = counterexample.search(tp, intent, var_iv)
+    if witness is not None:
+        return IntentResult(intent, REFUTED, witness, errors.intent_refuted(intent.span, intent.text, witness))
+    reason = f"{why}, and {counterexample.N_SAMPLES} random samples found no counterexample"
+    return IntentResult(intent, UNKNOWN, reason, errors.intent_unknown(intent.span, intent.text, reason))
+
+
+__all__ = ["Analysis", "IntentResult", "analyze_program", "decide", "PROVED", "REFUTED", "UNKNOWN"]

@@ -1,0 +1,226 @@
+"""Interval arithmetic: sound (random points inside the inputs land inside the
+output, computed with the reference interpreter's own NumPy functions),
+nan-free, and as tight as the analysis needs on the cases that matter."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from polc import intervals as I, typed as T
+from polc.intervals import Interval
+from polc.reference import _BINARY, _BINARY_FUNCS, _REDUCE, _UNARY_FUNCS
+
+INF = math.inf
+finite = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
+special = st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, math.pi, -math.pi / 2, 1e-300, 700.0, -750.0])
+ends = st.one_of(finite, special)
+
+
+@st.composite
+def interval_and_point(draw, lo_inf=True, hi_inf=True):
+    a, b = sorted([draw(ends) + 0.0, draw(ends) + 0.0])  # + 0.0: bounds are never -0.0
+    lo = -INF if lo_inf and draw(st.booleans()) and draw(st.booleans()) else a
+    hi = INF if hi_inf and draw(st.booleans()) and draw(st.booleans()) else b
+    x = draw(st.one_of(
+        st.floats(min_value=None if lo == -INF else lo, max_value=None if hi == INF else hi,
+                  allow_nan=False, allow_infinity=False),
+        st.sampled_from([v for v in (a, b, -0.0) if lo <= v <= hi] or [a])))
+    assume(lo <= x <= hi)
+    return Interval(lo, hi), x
+
+
+def inside(iv: Interval, value) -> bool:
+    v = np.asarray(value, dtype=float)
+    ok = np.isnan(v) | ((iv.lo <= v) & (v <= iv.hi))
+    return bool(np.all(ok))
+
+
+def quiet(f, *args):
+    with np.errstate(all="ignore"):
+        return f(*args)
+
+
+# ---- soundness -------------------------------------------------------------------------
+
+
+@settings(max_examples=400)
+@given(interval_and_point(), interval_and_point(), st.sampled_from(["add", "sub", "mul"]))
+def test_arithmetic_is_sound(a, b, op):
+    (ia, x), (ib, y) = a, b
+    out = {"add": I.add, "sub": I.sub, "mul": I.mul}[op](ia, ib)
+    assert not np.isnan(out.lo).any() and not np.isnan(out.hi).any()
+    assert inside(out, quiet(_BINARY[op], x, y)), (ia, ib, x, y, out)
+
+
+@settings(max_examples=400)
+@given(interval_and_point(), interval_and_point())
+def test_division_is_sound_and_flags_zero(a, b):
+    (ia, x), (ib, y) = a, b
+    out, maybe_zero = I.div(ia, ib)
+    if ib.contains_zero():
+        assert maybe_zero
+    if y == 0:
+        return  # division by zero itself is what the flag reports
+    assert inside(out, quiet(np.divide, x, y)), (ia, ib, x, y, out)
+
+
+@settings(max_examples=400)
+@given(interval_and_point(), st.sampled_from([0.0, 1.0, 2.0, 3.0, -1.0, -2.0, -3.0, 0.5, 1.5, -0.5]))
+def test_power_with_a_constant_exponent_is_sound(a, p):
+    ia, x = a
+    out = I.power(ia, Interval.point(p))
+    assert inside(out, quiet(np.power, x, p)), (ia, x, p, out)
+
+
+@settings(max_examples=300)
+@given(interval_and_point(), interval_and_point())
+def test_power_with_a_variable_exponent_is_sound(a, b):
+    (ia, x), (ib, y) = a, b
+    assert inside(I.power(ia, ib), quiet(np.power, x, y))
+
+
+@settings(max_examples=300)
+@given(interval_and_point(), st.sampled_from(T.ELEMENTWISE))
+def test_every_elementwise_function_is_sound(a, fn):
+    ia, x = a
+    out = I.apply(fn, ia)
+    assert not np.isnan(out.lo).any() and not np.isnan(out.hi).any()
+    assert inside(out, quiet(_UNARY_FUNCS[fn], x)), (fn, ia, x, out)
+
+
+@settings(max_examples=400)
+@given(interval_and_point(), interval_and_point(), st.sampled_from(T.BINARY_FUNCS))
+def test_binary_functions_are_sound(a, b, fn):
+    (ia, x), (ib, y) = a, b
+    assert inside(I.apply2(fn, ia, ib), quiet(_BINARY_FUNCS[fn], x, y)), (fn, ia, ib, x, y)
+
+
+@given(interval_and_point(), interval_and_point(), interval_and_point())
+def test_clip_is_sound(a, b, c):
+    (ia, x), (ib, lo), (ic, hi) = a, b, c
+    assert inside(I.clip(ia, ib, ic), np.minimum(np.maximum(x, lo), hi))
+
+
+@given(st.lists(interval_and_point(), min_size=1, max_size=6), st.sampled_from(T.REDUCTIONS))
+def test_reductions_are_sound(items, fn):
+    iv = I.stack([i for i, _ in items])
+    xs = np.array([x for _, x in items])
+    assert inside(I.reduce(fn, iv), quiet(lambda v: _REDUCE[fn](v, axis=(0,)), xs))
+
+
+@given(interval_and_point(), interval_and_point(), st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge"]))
+def test_comparisons_are_sound(a, b, op):
+    (ia, x), (ib, y) = a, b
+    assert inside(I.compare(op, ia, ib), float(_BINARY[op](x, y)))
+
+
+@given(st.booleans(), st.booleans(), st.sampled_from(["and", "or"]))
+def test_logic_is_sound(p, q, op):
+    known = lambda v: Interval.point(float(v))  # noqa: E731
+    assert inside(I.logic(op, known(p), Interval.boolean()), float(_BINARY[op](p, q)))
+    assert inside(I.logic("not", known(p)), float(not p))
+
+
+@given(interval_and_point(), interval_and_point(), st.booleans())
+def test_select_is_sound(a, b, c):
+    (ia, x), (ib, y) = a, b
+    assert inside(I.select(Interval.boolean(), ia, ib), x if c else y)
+    assert I.select(Interval.point(1.0), ia, ib) == ia
+
+
+# ---- precision and conventions -----------------------------------------------------------
+
+
+def test_zero_times_unbounded_is_zero_not_nan():
+    assert I.mul(Interval.point(0.0), Interval.everything()) == Interval.point(0.0)
+    out = I.mul(Interval(0, 1), Interval(-INF, INF))
+    assert out == Interval(-INF, INF)
+
+
+def test_unbounded_difference_has_no_nan():
+    out = I.sub(Interval(-INF, INF), Interval(-INF, INF))
+    assert out == Interval.everything()
+
+
+def test_division_by_a_positive_range_is_exact():
+    out, maybe_zero = I.div(Interval(0, 3), Interval(1, INF))
+    assert out == Interval(0, 3) and not maybe_zero
+
+
+def test_division_by_a_range_touching_zero_keeps_the_sign():
+    out, maybe_zero = I.div(Interval(1, 2), Interval(0, 4))
+    assert maybe_zero and out == Interval(0.25, INF)
+    out, _ = I.div(Interval(1, 2), Interval(-4, 0))
+    assert out == Interval(-INF, -0.25)
+
+
+def test_exp_of_an_unbounded_value_may_underflow_to_zero():
+    assert not I.apply("exp", Interval(-INF, 3)).positive()
+    assert I.add(I.apply("exp", Interval(-INF, 3)), Interval.point(1e-3)).positive()
+    assert I.add(I.apply("softplus", Interval.everything()), Interval.point(0.01)).positive()
+
+
+def test_saturating_functions_stay_in_their_range():
+    assert I.apply("tanh", Interval.everything()) == Interval(-1, 1)
+    assert I.apply("sigmoid", Interval.everything()) == Interval(0, 1)
+    assert I.apply("relu", Interval(-2, 3)) == Interval(0, 3)
+
+
+def test_abs_and_square_use_the_sign():
+    assert I.apply("abs", Interval(-3, 2)) == Interval(0, 3)
+    assert I.apply("abs", Interval(-3, -2)) == Interval(2, 3)
+    assert I.apply("square", Interval(-3, 2)) == Interval(0, 9)
+    assert I.power(Interval(-3, 2), Interval.point(2)) == Interval(0, 9)
+
+
+def test_sin_and_cos_find_their_peaks():
+    assert I.apply("sin", Interval(0, 1)) == Interval(0, math.sin(1))
+    assert I.apply("sin", Interval(0, 3)).hi == 1
+    assert I.apply("cos", Interval(-1, 1)).hi == 1
+    assert I.apply("cos", Interval(-INF, 0)) == Interval(-1, 1)
+
+
+def test_atan2_across_the_branch_cut_is_the_full_circle():
+    assert I.apply2("atan2", Interval(-1, 1), Interval(-2, -1)) == Interval(-math.pi, math.pi)
+    right = I.apply2("atan2", Interval(-1, 1), Interval(1, 2))
+    assert right.lo == pytest.approx(-math.pi / 4) and right.hi == pytest.approx(math.pi / 4)
+
+
+def test_log_and_sqrt_cover_only_the_defined_part():
+    assert I.apply("log", Interval(0, 1)) == Interval(-INF, 0)
+    assert I.apply("sqrt", Interval(-4, 9)) == Interval(0, 3)
+
+
+def test_comparisons_decide_when_ranges_are_apart():
+    assert I.compare("lt", Interval(0, 1), Interval(2, 3)).surely()
+    assert I.compare("ge", Interval(0, 1), Interval(2, 3)).never()
+    assert I.compare("lt", Interval(0, 2), Interval(1, 3)) == Interval.boolean()
+
+
+def test_elementwise_ranges_broadcast_and_reduce():
+    v = I.stack([Interval(0, 1), Interval(2, 3)])
+    assert v.shape == (2,)
+    assert I.add(v, Interval.point(1.0)) == Interval([1, 3], [2, 4])
+    assert I.reduce("sum", v) == Interval(2, 4)
+    assert I.reduce("mean", v) == Interval(1, 2)
+    assert I.reduce("norm", I.stack([Interval(3, 3), Interval(-4, 4)])) == Interval(3, 5)
+    m = Interval(np.zeros((2, 3)), np.arange(6.0).reshape(2, 3))
+    assert I.reduce("max", m, axis=1) == Interval([0, 0], [2, 5])
+    assert I.index(m, (1, (0, 2))) == Interval([0, 0], [3, 4])
+    assert v.hull() == Interval(0, 3)
+
+
+def test_hull_to_count_reduces_like_repeated_elements():
+    assert I.reduce("sum", Interval(-1, 2).broadcast_to((4,))) == Interval(-4, 8)
+
+
+def test_meet_keeps_the_original_where_empty():
+    assert I.meet(Interval(0, 5), Interval(2, 9)) == Interval(2, 5)
+    assert I.meet(Interval(0, 1), Interval(2, 3)) == Interval(0, 1)
+
+
+def test_string_form():
+    assert str(Interval(-INF, 0.5)) == "[-inf, 0.5]"
+    assert str(I.stack([Interval(0, 1), Interval(2, 3)])) == "[0, 3]"
