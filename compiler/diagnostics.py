@@ -19,7 +19,7 @@ _RULE = "   " + "-" * 49
 
 @dataclass(frozen=True)
 class Diagnostic:
-    severity: str  # "error" or "warning"
+    severity: str  # "error", "warning" or "note"
     code: str  # stable identifier, e.g. "E0201"
     phase: str  # "Syntax", "Semantic", "Analysis"
     span: Optional[Span]
@@ -32,7 +32,7 @@ class Diagnostic:
         return self.severity == "error"
 
     def heading(self) -> str:
-        what = f"{self.phase} error" if self.is_error else f"{self.phase} warning"
+        what = f"{self.phase} {self.severity}"  # "error", "warning", or "note" (`check --verbose`)
         s = self.span
         if s is None:
             return f"{what} [{self.code}]:"
