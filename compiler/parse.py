@@ -139,6 +139,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "latent a = 1 if x > 0 else 2",
         "latent a = x then 1 else 2",
         "latent a = x if c else y",
+        "latent a = if c x else y",
     ],
     "Action noise is written `~ normal(std = EXPR)`.": [
         "action a : real = 1 ~",
@@ -347,7 +348,7 @@ class _Builder(Transformer):
         return pos, kw
 
     def posargs(self, meta, c):
-        return list(c)
+        return c[0] + [c[1]] if len(c) == 2 else [c[0]]
 
     def kwargs(self, meta, c):
         return list(c)
@@ -469,14 +470,12 @@ def _fallback_label(e: UnexpectedInput, text: str, tok: Optional[str], acc: froz
         return _STRAY_COMMA
     if tok in ("$END", "STRING", "TILDE", *_DECL_KEYWORDS) and acc & _CLOSERS:
         return _NOT_CLOSED
-    if tok == "IF" and acc & _OPERATORS:
-        return _IF_LABEL  # Python's `a if c else b`
+    if (tok == "IF" and acc & _OPERATORS) or acc & {"THEN", "ELSE"}:
+        return _IF_LABEL  # Python's `a if c else b`, or a missing `then` / `else`
     if tok in _VALUE_START and acc & _OPERATORS:
         return _SIDE_BY_SIDE
     if acc and acc <= _BOUND_START:
         return _RANGE_LABEL
-    if acc & {"THEN", "ELSE"}:
-        return _IF_LABEL
     if acc & _DECL_KEYWORDS:
         return _LEFT_OVER
     if acc == {"NAME"}:
@@ -600,6 +599,13 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str):
         # lark places the end token on the last real token: point just past it.
         line, col = (tok.end_line, tok.end_column) if tok.end_line else (1, 1)
         span = ast.Span(file, line, col, line, col + 1)
+    elif tok.type in _DECL_KEYWORDS and _previous_token_end(text, tok.start_pos)[0] < tok.line:
+        # The next declaration begins while this one is unfinished: point where this one stops,
+        # which is where the fix goes.
+        line, col = _previous_token_end(text, tok.start_pos)
+        span = ast.Span(file, line, col, line, col + 1)
+        found = f"`{tok}` starting the next declaration"
+        return errors.syntax_error(span, found, syntax_label(e, text), expected_labels(_accepts(e)))
     else:
         num = _bad_number(text, tok.start_pos, file)
         if num is not None:
@@ -607,6 +613,14 @@ def _syntax_diagnostic(e: UnexpectedInput, text: str, file: str):
         span = ast.Span(file, tok.line, tok.column, tok.end_line or tok.line,
                         tok.end_column or tok.column + max(1, len(str(tok))))
     return errors.syntax_error(span, _describe(tok), syntax_label(e, text), expected_labels(_accepts(e)))
+
+
+def _previous_token_end(text: str, pos: int) -> tuple[int, int]:
+    """Line and column just past the last token before `pos` (comments are not tokens)."""
+    code = _COMMENT_OR_STRING.sub(lambda m: " " * len(m.group(0)) if m.group(0).startswith("#") else m.group(0),
+                                  text[:pos]).rstrip()
+    line = code.count("\n") + 1
+    return line, len(code) - (code.rfind("\n") + 1) + 1
 
 
 def parse_program(text: str, file: str = "<string>") -> ast.Program:
