@@ -84,6 +84,15 @@ def _fill(shape: tuple[int, ...], x: float):
     return x if not shape else tuple(_fill(shape[1:], x) for _ in range(shape[0]))
 
 
+def _inside(x: float, lo: float, hi: float) -> float:
+    """A start value strictly inside (lo, hi), near `x`: a small step from the bound it crossed."""
+    if lo > -math.inf and hi < math.inf:
+        step = 0.01 * (hi - lo)
+    else:
+        step = 0.01 * max(1.0, abs(lo if lo > -math.inf else hi))
+    return lo + step if x <= lo else hi - step
+
+
 def _constraint_text(lo: float, hi: float) -> str:
     if lo > -math.inf and hi < math.inf:
         return f"in [{fmt_num(lo)}, {fmt_num(hi)}]"
@@ -204,7 +213,8 @@ class _Checker:
                 self.error(errors.infinite_init(d.init.span, d.name))
                 return None
             if not lo < x < hi:
-                self.error(errors.init_outside(d.init.span, d.name, x, _constraint_text(lo, hi)))
+                self.error(errors.init_outside(d.init.span, d.name, x, _constraint_text(lo, hi),
+                                               _inside(x, lo, hi)))
                 return None
         return T.Weight(d.name, typ, lo, hi, value, d.doc, d.span)
 
@@ -297,9 +307,9 @@ class _Checker:
         kind = self.kinds.get(e.id)
         if kind is None:
             if self.prog_header is not None and e.id == self.prog_header.name:
-                self.fail(errors.not_a_value(e.span, e.id, "the policy's name"))
+                self.fail(errors.not_a_value(e.span, e.id, "policy"))
             if e.id in FUNCTIONS:
-                self.fail(errors.not_a_value(e.span, e.id, "a function; call it like `" + e.id + "(x)`"))
+                self.fail(errors.not_a_value(e.span, e.id, "function"))
             self.fail(errors.undefined_name(e.span, e.id, self.kinds.keys()))
         if e.id in self.poisoned or e.id not in self.types:
             raise _Poison()
@@ -348,7 +358,8 @@ class _Checker:
         return self.select(e.span, "if", self.expr(e.cond), self.expr(e.then), self.expr(e.orelse))
 
     def select(self, span: ast.Span, what: str, c: T.TExpr, a: T.TExpr, b: T.TExpr) -> T.TExpr:
-        self.need(c, BOOL, f"The condition of `{what}`", "Write a comparison, e.g. `x > 0`.")
+        example = self.text(c.span) if len(self.text(c.span)) <= 30 else "x"
+        self.need(c, BOOL, f"The condition of `{what}`", f"Write a comparison, e.g. `{example} > 0`.")
         if a.type.base != b.type.base:
             self.fail(errors.type_mismatch(b.span, f"Both branches of `{what}`", f"{a.type.base} like the first",
                                            str(b.type)))
@@ -420,7 +431,7 @@ class _Checker:
         f = e.func
         if f not in FUNCTIONS:
             if f in self.kinds:
-                self.fail(errors.not_a_value(e.func_span, f, f"a {self.kinds[f]}, not a function"))
+                self.fail(errors.not_a_function(e.func_span, f, self.kinds[f]))
             self.fail(errors.unknown_function(e.func_span, f, FUNCTIONS))
         if f == "mlp":
             return self.call_mlp(e)
@@ -564,7 +575,7 @@ class _Checker:
             return None
         if target.id in self.poisoned or target.id not in self.typed_nodes:
             return None
-        text = self.text(c.span)
+        text = " ".join(self.text(c.span).split())  # as written, one space between words
         if isinstance(c, ast.MonoClaim):
             vkind = self.kinds.get(c.var.id)
             if vkind is None:
@@ -573,17 +584,16 @@ class _Checker:
             if c.var.id not in self.ancestors(target.id):
                 self.warnings.append(errors.mono_unrelated(c.span, target.id, c.var.id))
                 return None
-            return T.MonoIntent(target.id, c.direction, c.var.id, text, d.span)
+            return T.MonoIntent(target.id, c.direction, c.var.id, text, c.span)
         if self.typed_nodes[target.id].type.base != REAL:
-            self.error(errors.type_mismatch(target.span, "The subject of a range intent", "real",
-                                            str(self.typed_nodes[target.id].type)))
+            self.error(errors.range_on_bool(target.span, target.id))
             return None
         lo = c.lo.value if c.lo is not None else -math.inf
         hi = c.hi.value if c.hi is not None else math.inf
         if c.op == "in" and not lo < hi:
             self.error(errors.empty_range(c.span, lo, hi))
             return None
-        return T.RangeIntent(target.id, lo, hi, c.op == ">", c.op == "<", text, d.span)
+        return T.RangeIntent(target.id, lo, hi, c.op == ">", c.op == "<", text, c.span)
 
     def ancestors(self, name: str) -> set[str]:
         seen: set[str] = set()

@@ -108,7 +108,8 @@ def undefined_name(span: Span, name: str, candidates: Iterable[str]) -> Diagnost
     if near:
         return _err("E0101", "Semantic", span, msg + f' Did you mean "{near}"?')
     return _err("E0101", "Semantic", span, msg,
-                f'Declare it, e.g. `latent {name} = ...` or `weight {name} : real = 0`.')
+                f"Declare it: `obs {name} : real` for an input, `weight {name} : real = 0` for a fitted "
+                f"constant, or `latent {name} = ...` for a computed value.")
 
 
 def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
@@ -120,12 +121,13 @@ def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
 def cycle(span: Span, path: Sequence[str]) -> Diagnostic:
     loop = " -> ".join(list(path) + [path[0]])
     return _err("E0103", "Semantic", span, f"These declarations depend on each other in a cycle: {loop}.",
-                "A policy is a dataflow graph; break the cycle by computing one of them from observations.")
+                "A policy has no memory between steps, so a value cannot depend on itself: compute one of them "
+                "without the others (a previous action must come in as an obs).")
 
 
 def no_actions(span: Optional[Span]) -> Diagnostic:
     return _err("E0104", "Semantic", span, "The program declares no action, so the policy has no output.",
-                "Add one, e.g. `action steer : real in [-1, 1] = 0`.")
+                "Declare each output with `action NAME : real in [lo, hi] = EXPR`; latents are internal values.")
 
 
 def duplicate_policy(span: Span, first: Span) -> Diagnostic:
@@ -141,8 +143,19 @@ def unknown_function(span: Span, name: str, known: Iterable[str]) -> Diagnostic:
     return _err("E0106", "Semantic", span, msg, "Functions: " + ", ".join(sorted(known)) + ".")
 
 
-def not_a_value(span: Span, name: str, what: str) -> Diagnostic:
-    return _err("E0107", "Semantic", span, f'"{name}" is {what} and cannot be used as a value.')
+def not_a_value(span: Span, name: str, kind: str) -> Diagnostic:
+    """`kind` is "function" (a builtin named without a call) or "policy" (the program's own name)."""
+    if kind == "function":
+        return _err("E0107", "Semantic", span, f'"{name}" is a function, not a value.',
+                    f"Call it with its arguments, like `{name}(x)`.")
+    return _err("E0107", "Semantic", span, f'"{name}" is the name of the policy, not a value.',
+                "Use an obs, weight, latent or action here.")
+
+
+def not_a_function(span: Span, name: str, kind: str) -> Diagnostic:
+    article = "an" if kind[0] in "aeiou" else "a"
+    return _err("E0112", "Semantic", span, f'"{name}" is {article} {kind}, not a function, so it cannot be called.',
+                f"To scale by it, multiply: `{name} * (...)`.")
 
 
 def bad_expect_target(span: Span, name: str, kind: str) -> Diagnostic:
@@ -163,7 +176,7 @@ def unused(span: Span, kind: str, name: str) -> Diagnostic:
 def mono_unrelated(span: Span, target: str, var: str) -> Diagnostic:
     return _warn("W0110", "Semantic", span,
                  f'"{target}" does not depend on "{var}", so this intent says nothing.',
-                 f'Check the names; only latents that "{target}" is computed from can be named after `in`.')
+                 f'After `in`, name a value that "{target}" is computed from, or compute "{target}" from "{var}".')
 
 
 def bad_noise_dist(span: Span, name: str) -> Diagnostic:
@@ -192,8 +205,12 @@ def index_out_of_bounds(span: Span, index: int, size: int, axis: int) -> Diagnos
 
 
 def too_many_indices(span: Span, count: int, shape: tuple[int, ...]) -> Diagnostic:
+    if not shape:
+        return _err("E0204", "Semantic", span, f"{count} indices given, but the value is a scalar.",
+                    "A scalar cannot be indexed; use the value itself.")
     return _err("E0204", "Semantic", span,
-                f"{count} indices given, but the value has shape {fmt_shape(shape)} ({len(shape)} axes).")
+                f"{count} indices given, but the value has shape {fmt_shape(shape)} ({len(shape)} axes).",
+                f"Give at most {len(shape)}, one per axis from the first.")
 
 
 def index_not_constant(span: Span) -> Diagnostic:
@@ -213,14 +230,18 @@ def unknown_keyword(span: Span, func: str, name: str, allowed: Sequence[str]) ->
 
 
 def declared_type_mismatch(span: Span, name: str, declared: str, found: str) -> Diagnostic:
+    hint = "Change the declared type or the expression so they agree"
+    if found.count(",") + ("[" in found) > declared.count(",") + ("[" in declared):
+        hint += ", e.g. index the expression (`x[0]`) or reduce it (`sum(x)`, `mean(x)`)"
     return _err("E0208", "Semantic", span,
-                f'"{name}" is declared as {declared}, but its expression is {found}.',
-                "Change the declared type or the expression so they agree.")
+                f'"{name}" is declared as {declared}, but its expression is {found}.', hint + ".")
 
 
 def ragged_vector(span: Span, first: str, other: str) -> Diagnostic:
     return _err("E0209", "Semantic", span,
-                f"The items of a vector literal must have one type and shape, but found {first} and {other}.")
+                f"The items of a vector literal must have one type and shape, but found {first} and {other}.",
+                "A vector literal stacks values of one shape; to feed values of several shapes to an MLP, "
+                "pass them as separate inputs: `mlp(a, b, c)`.")
 
 
 def bad_axis(span: Span, axis: int, ndim: int) -> Diagnostic:
@@ -243,7 +264,8 @@ def empty_vector(span: Span) -> Diagnostic:
 
 
 def bad_dims(span: Span, dims: tuple[int, ...]) -> Diagnostic:
-    return _err("E0214", "Semantic", span, f"Array dimensions must be positive, not {list(dims)}.")
+    return _err("E0214", "Semantic", span, f"Array dimensions must be positive, not {list(dims)}.",
+                "Sizes are positive integers, like `real[3]`; a range goes after the type: `real in [0, 1]`.")
 
 
 def non_real_io(span: Span, kind: str, name: str) -> Diagnostic:
@@ -260,16 +282,19 @@ def empty_slice(span: Span, start: int, stop: int) -> Diagnostic:
 
 
 def empty_range(span: Span, lo: float, hi: float) -> Diagnostic:
+    if lo > hi:
+        hint = f"Write the lower bound first: `in [{fmt_num(hi)}, {fmt_num(lo)}]`."
+    else:
+        hint = "The lower bound must be strictly below the upper bound."
     return _err("E0301", "Semantic", span,
-                f"The range [{fmt_num(lo)}, {fmt_num(hi)}] is empty or a single point.",
-                "The lower bound must be strictly below the upper bound.")
+                f"The range [{fmt_num(lo)}, {fmt_num(hi)}] is empty or a single point.", hint)
 
 
-def init_outside(span: Span, name: str, value: float, constraint: str) -> Diagnostic:
+def init_outside(span: Span, name: str, value: float, constraint: str, suggestion: float) -> Diagnostic:
     return _err("E0302", "Semantic", span,
                 f'The initial value {fmt_num(value)} of weight "{name}" is not strictly inside its constraint {constraint}.',
                 "Weights are fitted in an unconstrained space where the boundary is never reached; "
-                "start strictly inside, e.g. a small step away from the bound.")
+                f"start strictly inside, e.g. `= {suggestion:.3g}`.")
 
 
 def init_shape(span: Span, name: str, declared: tuple[int, ...], found: tuple[int, ...]) -> Diagnostic:
@@ -286,11 +311,14 @@ def init_not_constant(span: Span, name: str) -> Diagnostic:
 
 
 def infinite_init(span: Span, name: str) -> Diagnostic:
-    return _err("E0305", "Semantic", span, f'The initial value of weight "{name}" must be finite.')
+    return _err("E0305", "Semantic", span, f'The initial value of weight "{name}" must be finite.',
+                "Write a finite number, e.g. `1e3`; a weight is fitted from where it starts.")
 
 
 def range_on_bool(span: Span, name: str) -> Diagnostic:
-    return _err("E0306", "Semantic", span, f'"{name}" is bool, so it cannot have a numeric range.')
+    return _err("E0306", "Semantic", span, f'"{name}" is bool, so it cannot have a numeric range.',
+                f"State the intent about a real value, e.g. the latent the condition compares, "
+                f"or `latent {name}_f = if {name} then 1 else 0`.")
 
 
 # ---- E04xx: analysis and intents ---------------------------------------------------
