@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import tempfile
@@ -174,7 +173,10 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 # ---- driver -------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMPILER_COMMANDS = ("check", "compile", "graph", "fmt")
+
+
+def build_parser(with_runtime: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="polc", description="The Pol policy compiler.")
     p.add_argument("--version", action="version", version=f"polc {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -206,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--check", action="store_true", help="exit 1 if the file is not formatted")
     c.set_defaults(func=cmd_fmt)
 
-    _register_runtime_commands(sub)
+    if with_runtime:
+        _register_runtime_commands(sub)
     return p
 
 
@@ -226,7 +229,9 @@ def _version() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # The compiler's own commands never load the runtime (pyarrow, gymnasium...): `polc check` stays fast.
+    parser = build_parser(with_runtime=not (argv and argv[0] in COMPILER_COMMANDS))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
