@@ -51,6 +51,7 @@ from typing import Optional
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 ENV_ALLOW = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 EXIT_UNAVAILABLE = 97  # init could not isolate; nothing of the analysis ran
+EXIT_WALL = 98  # init's own wall-clock backstop fired
 
 
 class SandboxUnavailable(RuntimeError):
@@ -218,7 +219,7 @@ def _result(code: int, status: dict, output: str, killed_for: Optional[str], lim
         return SandboxResult(False, output, sentence, seconds, limit)
 
     sig = status.get("signal")
-    if killed_for == "wall":
+    if killed_for == "wall" or code == EXIT_WALL:
         return failed(f"The analysis was killed after the wall-clock limit of "
                       f"{limits.wall_seconds:g} s.", "wall")
     if killed_for == "output":
@@ -361,6 +362,9 @@ def _init(spec: dict) -> None:
                                      f"privileges ({e}); refusing to run the code."}) + "\n")
         finally:
             os._exit(EXIT_UNAVAILABLE)
+    # The caller enforces the wall clock; this backstop holds even if the caller was killed.
+    signal.signal(signal.SIGALRM, lambda *_: os._exit(EXIT_WALL))
+    signal.alarm(int(spec["limits"]["wall_seconds"]) + 5)
     while True:  # as pid 1 we also reap orphans; when we exit, the kernel kills the rest
         pid, wstatus, usage = os.wait4(-1, 0)
         if pid == child:
