@@ -1,0 +1,304 @@
+"""Step tables: the Parquet files that hold demonstrations and rollout traces.
+
+One row per environment step. Columns, in this order:
+
+    episode   int32      index of the episode in the run (0, 1, ...)
+    step      int32      step within the episode (0, 1, ...)
+    seed      int64      the environment seed of the episode
+    obs.<name>           every observation the environment gives
+    latent.<name>        traces only: every latent named in the policy source
+    weight.<name>        traces only: every weight's (constrained) value
+    mean.<name>          traces only: each action's mean (clipped to its range)
+    action.<name>        the action executed (sampled, or the mean)
+    reward    float32
+    terminated, truncated  bool
+
+Real values are float32 (bool latents stay bool); an array value is a
+`fixed_size_list<float32>[size]` holding the array flattened row-major, and its
+shape is in the field's metadata. Every field's metadata also carries its doc
+string and range (`doc`, `lo`, `hi`, JSON-encoded) and the schema metadata
+`polc` holds a JSON object describing the run (policy source and sha256,
+params hash, environment id and version, seeds, polc version, ...).
+
+Writing (`TableWriter`) goes episode by episode, one Parquet row group per
+episode, into a hidden temporary file beside the target that is renamed to
+the target only when the run finishes. If the run is interrupted (an exception,
+Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the CLI), the finished
+episodes are finalised into `<stem>.partial.parquet` instead: the target name
+never holds a half-written file, and an earlier complete file under it is left
+alone. (A SIGKILL leaves only the footer-less temporary file; nothing in-process
+can finalise that.)
+
+Float columns are written without dictionary encoding and with BYTE_STREAM_SPLIT
+(see `benchmarks/bench_rollout.py` for the measurement against the defaults):
+traces are nearly all distinct floats, which dictionaries cannot compress.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# Column kinds by prefix, in table order.
+PREFIXES = ("obs", "latent", "weight", "mean", "action")
+DTYPES = {"float32": pa.float32(), "bool": pa.bool_(), "int32": pa.int32(), "int64": pa.int64()}
+WRITE_OPTIONS = dict(use_dictionary=False, compression="snappy", write_statistics=True)
+
+
+class TableError(Exception):
+    """A table that cannot be read or written as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column: `shape` is the per-step shape (() for a scalar)."""
+
+    name: str
+    shape: tuple[int, ...] = ()
+    dtype: str = "float32"  # a key of DTYPES
+    doc: Optional[str] = None
+    lo: float = -math.inf
+    hi: float = math.inf
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        base = DTYPES[self.dtype]
+        return pa.list_(base, self.size) if self.shape else base
+
+    def field(self) -> pa.Field:
+        meta = {"shape": list(self.shape), "doc": self.doc, "lo": _num(self.lo), "hi": _num(self.hi)}
+        return pa.field(self.name, self.arrow_type, nullable=False,
+                        metadata={k.encode(): json.dumps(v).encode() for k, v in meta.items()})
+
+    def leaf_path(self) -> str:
+        """The Parquet leaf column of this field (what writer options name)."""
+        return f"{self.name}.list.element" if self.shape else self.name
+
+
+def _num(x: float) -> Any:
+    """A float for JSON: infinities as strings (JSON has none)."""
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _float(x: Any) -> float:
+    return float(x) if x is not None else math.nan
+
+
+HEAD = (ColumnSpec("episode", (), "int32", "episode index in this run"),
+        ColumnSpec("step", (), "int32", "step within the episode"),
+        ColumnSpec("seed", (), "int64", "environment seed of the episode"))
+TAIL = (ColumnSpec("reward", (), "float32", "reward of this step"),
+        ColumnSpec("terminated", (), "bool", "the episode ended in a terminal state at this step"),
+        ColumnSpec("truncated", (), "bool", "the episode was cut at this step (time limit)"))
+
+
+def step_columns(body: Sequence[ColumnSpec]) -> tuple[ColumnSpec, ...]:
+    """The full column list: episode, step, seed, `body`, reward, terminated, truncated."""
+    return HEAD + tuple(body) + TAIL
+
+
+def schema_of(columns: Sequence[ColumnSpec], metadata: Mapping[str, Any]) -> pa.Schema:
+    names = [c.name for c in columns]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise TableError(f"duplicate column names: {', '.join(dup)}")
+    return pa.schema([c.field() for c in columns], metadata={b"polc": json.dumps(metadata).encode()})
+
+
+def episode_table(columns: Sequence[ColumnSpec], schema: pa.Schema, data: Mapping[str, np.ndarray]) -> pa.Table:
+    """Arrow table of one episode. `data[name]` has shape (T, *column.shape)."""
+    missing = [c.name for c in columns if c.name not in data]
+    extra = sorted(set(data) - {c.name for c in columns})
+    if missing or extra:
+        raise TableError(f"episode columns do not match the table: missing {missing}, unexpected {extra}")
+    n = len(data[columns[0].name])
+    arrays = []
+    for c in columns:
+        a = np.asarray(data[c.name], dtype=np.dtype(c.dtype if c.dtype != "bool" else np.bool_))
+        if a.shape != (n,) + c.shape:
+            raise TableError(f'column "{c.name}" has shape {a.shape}, expected {(n,) + c.shape}')
+        if c.shape:
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), c.size))
+        else:
+            arrays.append(pa.array(a))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class TableWriter:
+    """Writes a step table episode by episode; see the module docstring.
+
+        with TableWriter(path, columns, metadata) as w:
+            w.write_episode({"episode": ..., "step": ..., ...})   # arrays of T rows
+        # on success `path` exists; on an exception the finished episodes are in w.partial_path
+    """
+
+    def __init__(self, path: str, columns: Sequence[ColumnSpec], metadata: Mapping[str, Any]):
+        self.path = path
+        self.columns = tuple(columns)
+        self.schema = schema_of(self.columns, metadata)
+        self.episodes = 0
+        self.rows = 0
+        self.final_path: Optional[str] = None
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+        os.close(fd)
+        split = [c.leaf_path() for c in self.columns if c.dtype == "float32"]
+        self._writer: Optional[pq.ParquetWriter] = pq.ParquetWriter(
+            self._tmp, self.schema, use_byte_stream_split=split, **WRITE_OPTIONS)
+
+    @property
+    def partial_path(self) -> str:
+        stem = self.path[:-len(".parquet")] if self.path.endswith(".parquet") else self.path
+        return stem + ".partial.parquet"
+
+    def write_episode(self, data: Mapping[str, np.ndarray]) -> None:
+        """Append one finished episode as one row group."""
+        if self._writer is None:
+            raise TableError("the table is already closed")
+        table = episode_table(self.columns, self.schema, data)
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.episodes += 1
+        self.rows += table.num_rows
+
+    def _finish(self, target: str, complete: bool) -> None:
+        assert self._writer is not None
+        self._writer.add_key_value_metadata({"polc.complete": json.dumps(complete),
+                                             "polc.episodes": str(self.episodes)})
+        self._writer.close()
+        self._writer = None
+        os.replace(self._tmp, target)
+        self.final_path = target
+
+    def close(self) -> str:
+        """Finish the file and move it to `path`. Returns the path written."""
+        if self._writer is not None:
+            self._finish(self.path, complete=True)
+        return self.path
+
+    def abort(self) -> Optional[str]:
+        """Stop after an interruption: keep the finished episodes in `partial_path`
+        (returned), or remove everything when no episode finished (returns None)."""
+        if self._writer is None:
+            return self.final_path
+        try:
+            if self.episodes:
+                self._finish(self.partial_path, complete=False)
+                return self.partial_path
+            self._writer.close()
+            self._writer = None
+        finally:
+            if os.path.exists(self._tmp):
+                os.unlink(self._tmp)
+        return None
+
+    def __enter__(self) -> "TableWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+# ---- reading ------------------------------------------------------------------------
+
+
+def _spec_of(field: pa.Field) -> ColumnSpec:
+    meta = {k.decode(): json.loads(v) for k, v in (field.metadata or {}).items()
+            if k.decode() in ("shape", "doc", "lo", "hi")}
+    t = field.type
+    if pa.types.is_fixed_size_list(t):
+        base, shape = t.value_type, tuple(meta.get("shape") or (t.list_size,))
+    else:
+        base, shape = t, ()
+    dtype = next((k for k, v in DTYPES.items() if v == base), None)
+    if dtype is None:
+        if pa.types.is_floating(base):
+            dtype = "float32"
+        elif pa.types.is_integer(base):
+            dtype = "int64"
+        else:
+            raise TableError(f'column "{field.name}" has type {t}, which is not a step-table column type')
+    return ColumnSpec(field.name, shape, dtype, meta.get("doc"), _float(meta.get("lo", "-inf")),
+                      _float(meta.get("hi", "inf")))
+
+
+class Table:
+    """A step table read back: column specs, run metadata, and values as NumPy."""
+
+    def __init__(self, path: str, arrow: pa.Table, metadata: dict, complete: Optional[bool]):
+        self.path = path
+        self.arrow = arrow
+        self.metadata = metadata
+        self.complete = complete
+        self.columns = {f.name: _spec_of(f) for f in arrow.schema}
+
+    @property
+    def num_rows(self) -> int:
+        return self.arrow.num_rows
+
+    def names(self, prefix: Optional[str] = None) -> list[str]:
+        """Column names, or the names after `prefix.` (e.g. names("obs") -> ["speed", ...])."""
+        if prefix is None:
+            return list(self.columns)
+        return [n[len(prefix) + 1:] for n in self.columns if n.startswith(prefix + ".")]
+
+    def column(self, name: str) -> np.ndarray:
+        """Values of one column, shape (rows, *shape)."""
+        if name not in self.columns:
+            raise TableError(f'{self.path} has no column "{name}"; it has: {", ".join(self.columns)}')
+        spec = self.columns[name]
+        chunks = self.arrow.column(name).chunks
+        if not chunks:
+            return np.zeros((0,) + spec.shape, np.dtype(spec.dtype))
+        arr = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+        if spec.shape:
+            flat = arr.flatten().to_numpy(zero_copy_only=False)
+            return flat.reshape((len(arr),) + spec.shape)
+        return arr.to_numpy(zero_copy_only=False)
+
+    @property
+    def episodes(self) -> np.ndarray:
+        """The distinct episode indices, in order."""
+        return np.unique(self.column("episode")) if "episode" in self.columns else np.zeros(0, np.int32)
+
+
+def read_table(path: str, columns: Optional[Sequence[str]] = None) -> Table:
+    """Read a step table (all columns, or only `columns`). Raises `TableError`
+    with a readable message for a missing, truncated or non-Parquet file."""
+    if not os.path.exists(path):
+        raise TableError(f"cannot read '{path}': no such file")
+    try:
+        f = pq.ParquetFile(path)
+        kv = f.metadata.metadata or {}
+        arrow = f.read(columns=list(columns) if columns is not None else None)
+    except (pa.ArrowException, OSError) as e:
+        raise TableError(f"'{path}' is not a readable Parquet table: {_reason(e)}. If a run writing it was "
+                         f"killed, its finished episodes are in a .partial.parquet file beside it "
+                         f"(none survives a SIGKILL).") from None
+    meta_raw = kv.get(b"polc")
+    try:
+        metadata = json.loads(meta_raw) if meta_raw else {}
+    except ValueError:
+        raise TableError(f"'{path}': its polc metadata is not valid JSON") from None
+    complete = kv.get(b"polc.complete")
+    return Table(path, arrow, metadata, None if complete is None else json.loads(complete))
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text.rstrip(".")

@@ -1,0 +1,160 @@
+"""Step tables: the Parquet layout, metadata, writer settings, atomic and
+interrupted writes, and clear errors for files that are not readable tables."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from polc.runtime.table import ColumnSpec, TableError, TableWriter, read_table, step_columns
+
+BODY = (ColumnSpec("obs.speed", (), "float32", "forward speed", 0.0, 1.5),
+        ColumnSpec("obs.tiles", (3, 2), "float32", "tiles ahead", -10.0, 10.0),
+        ColumnSpec("latent.fast", (), "bool", "over the limit"),
+        ColumnSpec("weight.gains", (2,), "float32", None, 0.0, math.inf),
+        ColumnSpec("action.steer", (), "float32", "steer", -1.0, 1.0))
+COLUMNS = step_columns(BODY)
+META = {"kind": "test", "seeds": [7, 8]}
+
+
+def episode(index: int, n: int, seed: int) -> dict:
+    rng = np.random.default_rng(index)
+    return {"episode": np.full(n, index, np.int32), "step": np.arange(n, dtype=np.int32),
+            "seed": np.full(n, seed, np.int64),
+            "obs.speed": rng.uniform(0, 1.5, n).astype(np.float32),
+            "obs.tiles": rng.normal(size=(n, 3, 2)).astype(np.float32),
+            "latent.fast": rng.uniform(size=n) > 0.5,
+            "weight.gains": np.tile(np.float32([0.5, 2.0]), (n, 1)),
+            "action.steer": rng.uniform(-1, 1, n).astype(np.float32),
+            "reward": rng.normal(size=n).astype(np.float32),
+            "terminated": np.arange(n) == n - 1, "truncated": np.zeros(n, bool)}
+
+
+def write(path, episodes) -> None:
+    with TableWriter(str(path), COLUMNS, META) as w:
+        for e in episodes:
+            w.write_episode(e)
+
+
+def test_round_trip_keeps_values_shapes_and_order(tmp_path):
+    path = tmp_path / "t.parquet"
+    eps = [episode(0, 5, 7), episode(1, 3, 8)]
+    write(path, eps)
+    t = read_table(str(path))
+    assert list(t.columns) == [c.name for c in COLUMNS]
+    assert t.num_rows == 8 and list(t.episodes) == [0, 1]
+    for name in eps[0]:
+        expected = np.concatenate([e[name] for e in eps])
+        got = t.column(name)
+        assert got.shape == expected.shape and got.dtype == expected.dtype, name
+        assert np.array_equal(got, expected), name
+    assert t.names("obs") == ["speed", "tiles"]
+
+
+def test_arrays_are_fixed_size_lists_flattened_row_major(tmp_path):
+    path = tmp_path / "t.parquet"
+    e = episode(0, 2, 7)
+    write(path, [e])
+    raw = pq.read_table(str(path)).column("obs.tiles").combine_chunks()
+    assert pa.types.is_fixed_size_list(raw.type) and raw.type.list_size == 6
+    assert raw.type.value_type == pa.float32()
+    assert np.array_equal(np.asarray(raw[1].values), e["obs.tiles"][1].reshape(-1))
+
+
+def test_metadata_carries_run_description_docs_and_ranges(tmp_path):
+    path = tmp_path / "t.parquet"
+    write(path, [episode(0, 2, 7)])
+    t = read_table(str(path))
+    assert t.metadata == META and t.complete is True
+    assert t.columns["obs.tiles"] == BODY[1]
+    assert t.columns["weight.gains"].hi == math.inf and t.columns["weight.gains"].lo == 0.0
+    assert t.columns["latent.fast"].doc == "over the limit"
+
+
+def test_one_row_group_per_episode_without_dictionaries_and_byte_stream_split_floats(tmp_path):
+    path = tmp_path / "t.parquet"
+    write(path, [episode(0, 5, 7), episode(1, 4, 8), episode(2, 6, 9)])
+    meta = pq.ParquetFile(str(path)).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [5, 4, 6]
+    encodings = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).encodings
+                 for i in range(meta.num_columns)}
+    assert "BYTE_STREAM_SPLIT" in encodings["obs.tiles.list.element"]
+    assert "BYTE_STREAM_SPLIT" in encodings["reward"]
+    assert "BYTE_STREAM_SPLIT" not in encodings["terminated"]
+    assert not any(meta.row_group(0).column(i).has_dictionary_page for i in range(meta.num_columns))
+
+
+def test_nothing_appears_under_the_final_name_until_close(tmp_path):
+    path = tmp_path / "t.parquet"
+    w = TableWriter(str(path), COLUMNS, META)
+    w.write_episode(episode(0, 3, 7))
+    assert not path.exists()
+    w.close()
+    assert path.exists() and os.listdir(tmp_path) == ["t.parquet"]
+
+
+def test_interrupted_run_keeps_finished_episodes_in_a_partial_file(tmp_path):
+    path = tmp_path / "t.parquet"
+    write(path, [episode(0, 2, 1)])  # an earlier complete run
+    before = path.read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        with TableWriter(str(path), COLUMNS, META) as w:
+            w.write_episode(episode(0, 5, 7))
+            w.write_episode(episode(1, 4, 8))
+            raise KeyboardInterrupt
+    assert path.read_bytes() == before
+    partial = read_table(str(tmp_path / "t.partial.parquet"))
+    assert partial.complete is False and partial.num_rows == 9 and list(partial.episodes) == [0, 1]
+    assert sorted(os.listdir(tmp_path)) == ["t.parquet", "t.partial.parquet"]
+
+
+def test_interruption_before_any_episode_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        with TableWriter(str(tmp_path / "t.parquet"), COLUMNS, META):
+            raise RuntimeError("env crashed")
+    assert os.listdir(tmp_path) == []
+
+
+def test_truncated_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "t.parquet"
+    write(path, [episode(0, 50, 7)])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TableError, match=r"is not a readable Parquet table: .*\.partial\.parquet"):
+        read_table(str(path))
+
+
+@pytest.mark.parametrize("content", [b"", b"not parquet at all", b"PAR1" + b"\0" * 10])
+def test_garbage_is_a_clear_error(tmp_path, content):
+    path = tmp_path / "x.parquet"
+    path.write_bytes(content)
+    with pytest.raises(TableError, match="is not a readable Parquet table"):
+        read_table(str(path))
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(TableError, match="no such file"):
+        read_table(str(tmp_path / "nope.parquet"))
+
+
+def test_episode_with_wrong_shape_or_columns_is_refused(tmp_path):
+    with TableWriter(str(tmp_path / "t.parquet"), COLUMNS, META) as w:
+        bad = episode(0, 3, 7)
+        bad["obs.tiles"] = np.zeros((3, 6), np.float32)
+        with pytest.raises(TableError, match=r'column "obs.tiles" has shape \(3, 6\), expected \(3, 3, 2\)'):
+            w.write_episode(bad)
+        missing = episode(0, 3, 7)
+        del missing["reward"]
+        with pytest.raises(TableError, match=r"missing \['reward'\]"):
+            w.write_episode(missing)
+        w.write_episode(episode(0, 3, 7))
+
+
+def test_duplicate_columns_are_refused(tmp_path):
+    with pytest.raises(TableError, match="duplicate column names: obs.speed"):
+        TableWriter(str(tmp_path / "t.parquet"), step_columns(BODY + BODY[:1]), META)
