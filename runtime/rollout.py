@@ -1,0 +1,274 @@
+"""Rollouts: run a compiled policy in N environments at once, optionally tracing
+everything it computes into a step table (see `polc.runtime.table`).
+
+One step of all N environments makes ONE call of a jitted, vmapped function.
+Traced or not, that call takes the observations of every environment packed in
+one (N, O) float32 array and returns one packed (N, D) float32 array:
+
+    untraced  D = the actions, flattened and concatenated
+    traced    D = [obs (all the env's), latents, weights, means, actions]
+
+so a traced step moves one slightly wider array from the device instead of
+dozens of small ones; the host appends each environment's row to its episode
+and splits the rows into columns once, when the episode ends (`TraceLayout`).
+
+Episodes and seeds. Episode k runs with environment seed `seeds[k]`; slots of
+the vector env take the next episode as they finish. Sampled actions use the
+key fold_in(fold_in(PRNGKey(noise_seed), seed), step), so an episode's data
+depend only on its seed and the policy, not on N or on which slot ran it.
+Finished episodes are handed over in episode order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from polc import typed as T
+from polc.diagnostics import PolError
+from polc.typed import TypedProgram
+
+from .table import ColumnSpec, step_columns
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    n_envs: int = 1                    # environments stepped together (one batched policy call per step)
+    sample: bool = False               # sampled actions (the policy's noise) instead of the means
+    noise_seed: int = 0                # the key of the sampled actions
+    trace: bool = True                 # collect the step table of every episode
+    asynchronous: Optional[bool] = None  # AsyncVectorEnv (a process per env); default: n_envs > 1
+
+
+class Episode(NamedTuple):
+    index: int                      # position in the seed list
+    seed: int
+    ret: float                      # undiscounted return
+    length: int                     # steps
+    columns: Optional[dict]         # traced: step-table columns, each (length, *shape); else None
+
+
+class RolloutResult(NamedTuple):
+    seeds: np.ndarray    # (E,) int64
+    returns: np.ndarray  # (E,) float64
+    lengths: np.ndarray  # (E,) int64
+
+
+class Segment(NamedTuple):
+    column: str            # table column, e.g. "latent.slip"
+    start: int             # offset in the packed row
+    shape: tuple[int, ...]
+    dtype: str             # "float32" or "bool"
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def verify_compatible(tp: TypedProgram, schema: Any) -> None:
+    """Raise `PolError` when the program's obs/actions do not fit the environment."""
+    from .envs.schema import check_program_against
+
+    errors = [d for d in check_program_against(tp, schema) if d.is_error]
+    if errors:
+        raise PolError(errors, tp.source)
+
+
+def _segments(items: Sequence[tuple[str, tuple[int, ...], str]], start: int = 0) -> tuple[Segment, ...]:
+    out = []
+    for column, shape, dtype in items:
+        seg = Segment(column, start, tuple(shape), dtype)
+        out.append(seg)
+        start += seg.size
+    return tuple(out)
+
+
+class TraceLayout:
+    """Where each value sits in the packed obs input and the packed output row,
+    and the table columns it becomes."""
+
+    def __init__(self, tp: TypedProgram, schema: Any):
+        self.tp = tp
+        self.schema = schema
+        self.obs = _segments([("obs." + f.name, f.shape, "float32") for f in schema.obs])
+        self.obs_size = sum(s.size for s in self.obs)
+        items = [("latent." + lat.name, lat.type.shape, "bool" if lat.type.base == T.BOOL else "float32")
+                 for lat in tp.latents]
+        items += [("weight." + w.name, w.type.shape, "float32") for w in tp.weights]
+        items += [("mean." + a.name, a.type.shape, "float32") for a in tp.actions]
+        self.values = _segments(items, self.obs_size)
+        self.actions = _segments([("action." + a.name, a.type.shape, "float32") for a in tp.actions])
+        self.traced_actions = _segments([(s.column, s.shape, s.dtype) for s in self.actions],
+                                        self.obs_size + sum(s.size for s in self.values))
+        self.width = self.traced_actions[-1].start + self.traced_actions[-1].size if tp.actions else 0
+
+    def pack_obs(self, obs: dict[str, np.ndarray], n: int) -> np.ndarray:
+        """The vector env's obs dict (each (n, *shape)) -> (n, O) float32."""
+        return np.concatenate([np.reshape(obs[s.column[4:]], (n, s.size)) for s in self.obs], axis=1,
+                              dtype=np.float32)
+
+    def env_actions(self, out: np.ndarray, traced: bool) -> dict[str, np.ndarray]:
+        """The packed output (n, D) -> the action dict for the vector env."""
+        n = out.shape[0]
+        segs = self.traced_actions if traced else self.actions
+        return {s.column[7:]: out[:, s.start:s.start + s.size].reshape((n,) + s.shape) for s in segs}
+
+    def columns(self) -> tuple[ColumnSpec, ...]:
+        """Every column of a trace, with the doc and range the program declares
+        (the environment's for what the program leaves open or does not read)."""
+        tp = self.tp
+        decls = {**{"obs." + o.name: o for o in tp.obs}, **{"latent." + x.name: x for x in tp.latents},
+                 **{"weight." + w.name: w for w in tp.weights},
+                 **{"mean." + a.name: a for a in tp.actions}, **{"action." + a.name: a for a in tp.actions}}
+        fields = {"obs." + f.name: f for f in self.schema.obs}
+        body = []
+        for s in self.obs + self.values + self.actions:
+            d, f = decls.get(s.column), fields.get(s.column)
+            doc = getattr(d, "doc", None) or getattr(f, "doc", None)
+            lo, hi = getattr(d, "lo", -np.inf), getattr(d, "hi", np.inf)
+            if f is not None and (d is None or (lo, hi) == (-np.inf, np.inf)):
+                lo, hi = f.lo, f.hi
+            body.append(ColumnSpec(s.column, s.shape, s.dtype, doc, lo, hi))
+        return step_columns(body)
+
+    def unpack(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """(T, D) packed rows of one episode -> columns obs.*, latent.*, weight.*, mean.*, action.*."""
+        t = rows.shape[0]
+        out = {}
+        for s in self.obs + self.values + self.traced_actions:
+            v = rows[:, s.start:s.start + s.size].reshape((t,) + s.shape)
+            out[s.column] = v.astype(bool) if s.dtype == "bool" else np.ascontiguousarray(v)
+        return out
+
+
+def make_step_fn(policy, params, layout: TraceLayout, config: RolloutConfig) -> Callable:
+    """The jitted batched step: (flat_obs (N, O), seeds (N,), steps (N,)) -> packed (N, D).
+
+    `params` are closed over (constants of the compiled step), so a call passes
+    three arrays and nothing else."""
+    import jax
+    import jax.numpy as jnp
+
+    tp = policy.program
+    offsets = {s.column[4:]: s for s in layout.obs}
+    base = jax.random.PRNGKey(config.noise_seed)
+
+    def one(flat, seed, step):
+        obs = {o.name: flat[offsets[o.name].start:offsets[o.name].start + offsets[o.name].size]
+               .reshape(o.type.shape) for o in tp.obs}
+        mean, _, latents = policy.distribution(params, obs)
+        actions = mean
+        if config.sample:
+            actions, _ = policy.sample(params, obs, jax.random.fold_in(jax.random.fold_in(base, seed), step))
+        parts = [actions[a.name] for a in tp.actions]
+        if config.trace:
+            weights = policy.constrain(params)
+            parts = ([flat] + [latents[x.name] for x in tp.latents] + [weights[w.name] for w in tp.weights]
+                     + [mean[a.name] for a in tp.actions] + parts)
+        return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts])
+
+    return jax.jit(jax.vmap(one))
+
+
+class _Slots:
+    """Per-environment bookkeeping of the running episodes."""
+
+    def __init__(self, n: int, trace: bool):
+        self.episode = np.full(n, -1, np.int64)  # -1: idle (no episode left to run)
+        self.seed = np.zeros(n, np.int64)
+        self.steps = np.zeros(n, np.int32)
+        self.returns = np.zeros(n, np.float64)
+        self.trace = trace
+        self.rows: list[list] = [[] for _ in range(n)]
+        self.rewards: list[list] = [[] for _ in range(n)]
+        self.ends: list[list] = [[] for _ in range(n)]
+
+    def start(self, i: int, index: int, seed: int) -> None:
+        self.episode[i], self.seed[i] = index, seed
+        self.steps[i], self.returns[i] = 0, 0.0
+        self.rows[i], self.rewards[i], self.ends[i] = [], [], []
+
+    def record(self, out: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        active = self.episode >= 0
+        self.returns += np.where(active, reward, 0.0)
+        self.steps += 1
+        if self.trace:
+            for i in np.flatnonzero(active):
+                self.rows[i].append(out[i])
+                self.rewards[i].append(reward[i])
+                self.ends[i].append((terminated[i], truncated[i]))
+
+    def finish(self, i: int, layout: TraceLayout) -> Episode:
+        index, seed, length = int(self.episode[i]), int(self.seed[i]), int(self.steps[i])
+        columns = None
+        if self.trace:
+            ends = np.asarray(self.ends[i], bool).reshape(length, 2)
+            columns = {"episode": np.full(length, index, np.int32), "step": np.arange(length, dtype=np.int32),
+                       "seed": np.full(length, seed, np.int64),
+                       **layout.unpack(np.stack(self.rows[i])),
+                       "reward": np.asarray(self.rewards[i], np.float32),
+                       "terminated": ends[:, 0], "truncated": ends[:, 1]}
+        self.episode[i] = -1
+        return Episode(index, seed, float(self.returns[i]), length, columns)
+
+
+def rollout(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConfig = RolloutConfig(),
+            on_episode: Optional[Callable[[Episode], None]] = None) -> RolloutResult:
+    """Run one episode per seed; `on_episode` receives each finished `Episode`
+    in seed-list order (with its step-table columns when `config.trace`)."""
+    from .vector import make_vector_env
+
+    verify_compatible(policy.program, spec.schema)
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        return RolloutResult(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+    n = max(1, min(config.n_envs, len(seeds)))
+    layout = TraceLayout(policy.program, spec.schema)
+    step_fn = make_step_fn(policy, params, layout, config)
+    asynchronous = config.asynchronous if config.asynchronous is not None else n > 1
+    envs = make_vector_env(spec, n, asynchronous)
+    try:
+        return _run(envs, n, seeds, layout, step_fn, config, on_episode)
+    finally:
+        envs.close()
+
+
+def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: RolloutConfig,
+         on_episode: Optional[Callable[[Episode], None]]) -> RolloutResult:
+    slots = _Slots(n, config.trace)
+    queue = iter(enumerate(seeds))
+    for i in range(n):
+        slots.start(i, *next(queue))
+    obs, _ = envs.reset(seed=[int(s) for s in slots.seed])
+    returns, lengths = np.zeros(len(seeds)), np.zeros(len(seeds), np.int64)
+    pending: dict[int, Episode] = {}
+    emitted = 0
+    while emitted < len(seeds):
+        out = np.asarray(step_fn(layout.pack_obs(obs, n), slots.seed.astype(np.int32), slots.steps))
+        obs, reward, terminated, truncated, _ = envs.step(layout.env_actions(out, config.trace))
+        slots.record(out, reward, terminated, truncated)
+        ended = np.flatnonzero(terminated | truncated)
+        if not len(ended):
+            continue
+        reset_seeds: list = [None] * n
+        for i in ended:
+            if slots.episode[i] >= 0:
+                ep = slots.finish(i, layout)
+                returns[ep.index], lengths[ep.index] = ep.ret, ep.length
+                pending[ep.index] = ep
+            nxt = next(queue, None)
+            if nxt is not None:
+                slots.start(i, *nxt)
+            reset_seeds[i] = int(slots.seed[i])  # an idle slot reruns its last seed, unrecorded
+        while emitted in pending:
+            ep = pending.pop(emitted)
+            if on_episode is not None:
+                on_episode(ep)
+            emitted += 1
+        if emitted < len(seeds):
+            mask = np.zeros(n, bool)
+            mask[ended] = True
+            obs, _ = envs.reset(seed=reset_seeds, options={"reset_mask": mask})
+    return RolloutResult(np.asarray(seeds, np.int64), returns, lengths)
