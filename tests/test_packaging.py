@@ -38,6 +38,13 @@ def test_wheel_contains_packages_and_grammar(wheel):
     assert "polc/grammar/pol.lark" in names
     assert "polc/runtime/__init__.py" in names
     assert not any(n.startswith(("compiler/", "runtime/", "grammar/", "tests/")) for n in names)
+    # Every package folder of the source tree is in the wheel (the package list is explicit).
+    for folder, name in (("compiler", "polc"), ("runtime", "polc/runtime"), ("grammar", "polc/grammar")):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+            if "__init__.py" in files and "__pycache__" not in dirpath:
+                rel = os.path.relpath(dirpath, os.path.join(ROOT, folder))
+                init = os.path.normpath(os.path.join(name, rel, "__init__.py")).replace(os.sep, "/")
+                assert init in names, f"{init} is missing from the wheel: add it to [tool.setuptools] packages"
 
 
 def test_wheel_imports_and_checks_a_program(wheel, tmp_path):
