@@ -1,0 +1,263 @@
+"""Gymnasium CarRacing with named semantic observations, fast.
+
+`SemanticCarRacing` subclasses gymnasium's `CarRacing` (v3 physics, reward and
+termination untouched) and changes three things:
+
+1. Speed. The stock `step()` renders the 96x96 pixel state every frame, which is
+   nearly all of its cost. Here `_render("state_pixels")` returns a constant blank
+   image; every other mode defers to gymnasium, so `render_mode="rgb_array"` still
+   gives real frames for videos. Rewards, terminations and truncations are
+   bit-identical to `gymnasium.make("CarRacing-v3")` for the same seed and actions
+   (tests/test_env_car_racing.py).
+2. Observations: a dict of named float32 arrays computed from the simulator state
+   (`CAR_RACING.obs` lists them with shapes, ranges and docs; `observe`).
+3. Actions: a dict `{"steer", "gas", "brake"}` of floats, clipped to their ranges.
+
+Frames and signs. The car frame has x to the car's RIGHT and y AHEAD; world
+lengths are in gymnasium's units (the track half-width is 6.67, centreline points
+are about 3.5 apart). Every signed quantity is positive to the RIGHT / clockwise
+seen from above (as rendered): `offset` > 0 right of the centreline, `tiles` x > 0
+and theta > 0 for a corner turning right, `ang_vel` > 0 turning right,
+`steer_ind` > 0 wheels turned right. Box2D's own angles and yaw rate are
+counter-clockwise positive, so those observations are the negated Box2D values.
+
+Steering sign. gymnasium applies steering as `car.steer(-action[0])`, and a
+negative Box2D joint angle turns the front wheels clockwise: the two signs cancel,
+so gymnasium's own `action[0] = +1` already turns RIGHT (measured: the yaw rate
+goes clockwise and the car moves to its right; gymnasium documents "+1 is full
+right"). Positive `steer` therefore means TURN RIGHT here too, and it is passed
+down to gymnasium UNCHANGED: `raw_action(a) == [steer, gas, brake]`. Negating it
+would make positive steer turn left.
+
+Time limit and seeds. `gymnasium.make("polc/CarRacing-v0")` adds the stock
+1000-step `TimeLimit` (the return depends on it: +1000/N per new tile, -0.1 per
+frame, -100 and the end when the car leaves the playfield). Demonstrations use
+seeds 0..999, evaluation seeds from 10_000 upward (see `polc.runtime.envs`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Mapping, Optional
+
+import gymnasium as gym
+import numpy as np
+
+with warnings.catch_warnings():
+    # Box2D's SWIG module warns "builtin type SwigPyPacked has no __module__
+    # attribute" while it initialises; turned into an error (pytest's
+    # `filterwarnings = error`, `python -W error`) it segfaults the import.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import Box2D  # noqa: F401
+from gymnasium.envs.box2d import car_racing as _cr
+
+from .schema import EnvSchema, Field
+
+TRACK_HALF_WIDTH = _cr.TRACK_WIDTH  # 6.67 world units: the centre-to-edge distance
+PLAYFIELD = _cr.PLAYFIELD
+N_TILES_AHEAD = 12
+TILE_SCALE = 10.0  # tile x, y are world units / TILE_SCALE
+TILE_CLIP = 10.0  # ... clipped to +-TILE_CLIP (100 world units, far off the track)
+STEER_LOCK = 0.4  # rad: the front-wheel joint limit
+
+CAR_RACING = EnvSchema(
+    name="car_racing",
+    env_id="polc/CarRacing-v0",
+    version="1 (gymnasium CarRacing-v3 physics)",
+    obs=(
+        Field("tiles", (N_TILES_AHEAD, 4), -TILE_CLIP, TILE_CLIP,
+              "the 12 centreline points ahead (one per tile, about 3.5 units apart), one row each, in the "
+              "car frame: lateral x (+ right) and ahead y in world units / 10 (clipped to +-10), relative "
+              "heading theta = track heading minus car heading (rad in [-pi, pi], + the track turns right), "
+              "sharp-corner flag (1 where gymnasium draws the red-white kerb)"),
+        Field("speed", (), 0.0, 1.5, "forward speed / 100 (reversing reads 0; clipped at 1.5)"),
+        Field("steer_ind", (), -1.0, 1.0, "front-wheel steering angle / 0.4 rad (+ right)"),
+        Field("ang_vel", (), -6.0, 6.0, "yaw rate (rad/s, + turning right; clipped to +-6 in a spin)"),
+        Field("wheel_speed", (4,), 0.0, 3.0,
+              "wheel rim speeds / 100: front-left, front-right, rear-left, rear-right "
+              "(a wheel spinning backwards reads 0; clipped at 3)"),
+        Field("offset", (), -4.0, 4.0,
+              "signed distance from the centreline in track half-widths (+ right of centre; |offset| > 1 "
+              "is off the road; clipped to +-4)"),
+        Field("heading_err", (), -math.pi, math.pi,
+              "track heading minus car heading at the nearest centreline point (rad, + the track turns "
+              "right relative to the car)"),
+        Field("on_grass", (4,), 0.0, 1.0, "1 for each wheel (FL, FR, RL, RR) touching no road tile"),
+        Field("progress", (), 0.0, 1.0, "fraction of the lap's tiles visited so far"),
+    ),
+    actions=(
+        Field("steer", (), -1.0, 1.0, "steering target (+ turns right; the wheels lock at 0.4)"),
+        Field("gas", (), 0.0, 1.0, "throttle"),
+        Field("brake", (), 0.0, 1.0, "brake (>= 0.9 locks the wheels)"),
+    ),
+)
+
+
+def _f32_inside(lo: float, hi: float) -> tuple[np.float32, np.float32]:
+    """float32 bounds that lie inside [lo, hi] even when compared in float64."""
+    lo32, hi32 = np.float32(lo), np.float32(hi)
+    if float(lo32) < lo:
+        lo32 = np.nextafter(lo32, np.float32(np.inf))
+    if float(hi32) > hi:
+        hi32 = np.nextafter(hi32, np.float32(-np.inf))
+    return lo32, hi32
+
+
+def _layout(fields: tuple[Field, ...]) -> tuple[dict[str, slice], np.ndarray, np.ndarray]:
+    """Where each field lives in one flat observation buffer, and per-element
+    float32 clip bounds (the tiles' heading column gets [-pi, pi])."""
+    slices, lo, hi, at = {}, [], [], 0
+    for f in fields:
+        slices[f.name] = slice(at, at + f.size)
+        b = np.broadcast_to(np.array(_f32_inside(f.lo, f.hi), dtype=np.float32)[:, None], (2, f.size)).copy()
+        if f.name == "tiles":
+            b[:, 2::4] = np.array(_f32_inside(-math.pi, math.pi), dtype=np.float32)[:, None]
+        lo.append(b[0])
+        hi.append(b[1])
+        at += f.size
+    return slices, np.concatenate(lo), np.concatenate(hi)
+
+
+_SLICES, _LO, _HI = _layout(CAR_RACING.obs)
+_VIEWS = tuple((f.name, _SLICES[f.name], f.shape) for f in CAR_RACING.obs)
+_AHEAD = np.arange(N_TILES_AHEAD)
+_BLANK_STATE = np.zeros((_cr.STATE_H, _cr.STATE_W, 3), dtype=np.uint8)
+_BLANK_STATE.flags.writeable = False
+
+
+def _space(fields: tuple[Field, ...]) -> gym.spaces.Dict:
+    return gym.spaces.Dict({f.name: gym.spaces.Box(*_f32_inside(f.lo, f.hi), shape=f.shape, dtype=np.float32)
+                            for f in fields})
+
+
+def _wrap(a: np.ndarray) -> np.ndarray:
+    return (a + np.pi) % (2 * np.pi) - np.pi
+
+
+def sharp_corner_flags(track: list) -> np.ndarray:
+    """(N,) bool: gymnasium's red-white kerb flags, recomputed exactly as
+    `CarRacing._create_track` does (it does not keep them)."""
+    n, count = len(track), _cr.BORDER_MIN_COUNT
+    border = [False] * n
+    for i in range(n):
+        good, oneside = True, 0
+        for neg in range(count):
+            beta1, beta2 = track[i - neg][1], track[i - neg - 1][1]
+            good &= abs(beta1 - beta2) > _cr.TRACK_TURN_RATE * 0.2
+            oneside += np.sign(beta1 - beta2)
+        border[i] = good and abs(oneside) == count
+    for i in range(n):  # sequential like gymnasium's (the wrap-around can cascade)
+        for neg in range(count):
+            border[i - neg] |= border[i]
+    return np.array(border, dtype=bool)
+
+
+class TrackGeometry:
+    """Arrays precomputed once per track. `xy` (N, 2) centreline points, `beta`
+    (N,) gymnasium's track angle (direction of travel (-sin beta, cos beta)),
+    `right` (N, 2) unit normals pointing to the right of travel, `sharp` (N,)."""
+
+    def __init__(self, track: list):
+        t = np.asarray(track, dtype=np.float64)
+        self.n = len(t)
+        self.xy = np.ascontiguousarray(t[:, 2:4])
+        self.beta = t[:, 1].copy()
+        self.right = np.stack([np.cos(self.beta), np.sin(self.beta)], axis=1)
+        self.forward = np.stack([-np.sin(self.beta), np.cos(self.beta)], axis=1)
+        self.sharp = sharp_corner_flags(track).astype(np.float64)
+
+    def nearest(self, p: np.ndarray) -> int:
+        d = self.xy - p
+        return int(np.argmin(np.einsum("ij,ij->i", d, d)))
+
+
+_SCALARS_AT = N_TILES_AHEAD * 4  # the buffer holds the tiles, then every other field in schema order
+assert list(_SLICES)[0] == "tiles" and _SLICES["tiles"].stop == _SCALARS_AT
+
+
+def observe(env: _cr.CarRacing, geo: TrackGeometry) -> dict[str, np.ndarray]:
+    """The semantic observation of `env`'s current state (see `CAR_RACING.obs`):
+    one float64 buffer filled in schema order, clipped into float32 once, split into views."""
+    car = env.car
+    hull = car.hull
+    px, py = hull.position
+    p = np.array((px, py))
+    a = hull.angle
+    c, s = math.cos(a), math.sin(a)
+    i0 = geo.nearest(p)
+    rel0 = p - geo.xy[i0]
+    start = i0 + 1 if rel0 @ geo.forward[i0] > 0 else i0  # first point not yet passed
+    idx = (start + _AHEAD) % geo.n
+    rel = geo.xy[idx] - p
+    buf = np.empty(_LO.size)
+    tiles = buf[:_SCALARS_AT].reshape(N_TILES_AHEAD, 4)
+    tiles[:, 0] = (rel[:, 0] * c + rel[:, 1] * s) / TILE_SCALE
+    tiles[:, 1] = (rel[:, 1] * c - rel[:, 0] * s) / TILE_SCALE
+    tiles[:, 2] = _wrap(a - geo.beta[idx])
+    tiles[:, 3] = geo.sharp[idx]
+    vx, vy = hull.linearVelocity
+    w = car.wheels
+    rim = w[0].wheel_rad / 100.0
+    buf[_SCALARS_AT:] = (
+        (vy * c - vx * s) / 100.0,  # speed
+        -(w[0].joint.angle + w[1].joint.angle) / (2 * STEER_LOCK),  # steer_ind
+        -hull.angularVelocity,  # ang_vel
+        w[0].omega * rim, w[1].omega * rim, w[2].omega * rim, w[3].omega * rim,  # wheel_speed
+        float(rel0 @ geo.right[i0]) / TRACK_HALF_WIDTH,  # offset
+        math.remainder(a - geo.beta[i0], 2 * math.pi),  # heading_err
+        not w[0].tiles, not w[1].tiles, not w[2].tiles, not w[3].tiles,  # on_grass
+        env.tile_visited_count / geo.n,  # progress
+    )
+    out = buf.astype(np.float32)
+    np.clip(out, _LO, _HI, out=out)  # also keeps float32 rounding inside each range
+    return {name: out[sl].reshape(shape) for name, sl, shape in _VIEWS}
+
+
+def raw_action(action: Mapping[str, Any]) -> np.ndarray:
+    """The float64 array `[steer, gas, brake]` handed to gymnasium's `step`, each
+    clipped to its range. Steer is NOT negated (see the module docstring)."""
+    try:
+        steer, gas, brake = (float(np.asarray(action[k]).reshape(())) for k in ("steer", "gas", "brake"))
+    except KeyError as e:
+        raise KeyError(f"car_racing action needs keys steer, gas, brake; missing {e}") from None
+    return np.array([min(max(steer, -1.0), 1.0), min(max(gas, 0.0), 1.0), min(max(brake, 0.0), 1.0)])
+
+
+class SemanticCarRacing(_cr.CarRacing):
+    """CarRacing-v3 with semantic dict observations and dict actions; see the module docstring.
+
+    `seed`, when given, seeds the first `reset()` called without one (so
+    `make(seed=s)` is deterministic); `reset(seed=...)` works as usual."""
+
+    def __init__(self, render_mode: Optional[str] = None, lap_complete_percent: float = 0.95,
+                 domain_randomize: bool = False, seed: Optional[int] = None):
+        super().__init__(render_mode=render_mode, lap_complete_percent=lap_complete_percent,
+                         domain_randomize=domain_randomize, continuous=True)
+        self.observation_space = _space(CAR_RACING.obs)
+        self.action_space = _space(CAR_RACING.actions)
+        self._first_seed = seed
+        self.geometry: Optional[TrackGeometry] = None
+        self.last_raw_action: Optional[np.ndarray] = None
+
+    def _render(self, mode: str):
+        if mode == "state_pixels":
+            return _BLANK_STATE  # the 96x96 pixel state nobody reads here; see the module docstring
+        return super()._render(mode)
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        if seed is None and self._first_seed is not None:
+            seed = self._first_seed
+        self._first_seed = None
+        super().reset(seed=seed, options=options)
+        self.geometry = TrackGeometry(self.track)
+        self.last_raw_action = None
+        return observe(self, self.geometry), {}
+
+    def step(self, action):
+        if action is None:  # gymnasium's reset() makes one step without an action
+            return super().step(None)
+        raw = raw_action(action)
+        self.last_raw_action = raw
+        _, reward, terminated, truncated, info = super().step(raw)
+        return observe(self, self.geometry), reward, terminated, truncated, info

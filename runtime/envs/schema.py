@@ -1,0 +1,230 @@
+"""What an environment publishes about its observations and actions, and the
+check of a Pol program's `obs` / `action` declarations against it.
+
+`Field` and `EnvSchema` are plain frozen data (no gymnasium, no jax), so
+`polc check --env` stays light. `check_program_against(tp, schema)` returns
+located diagnostics; every message comes from one constructor below, in the
+style of `polc.errors` (one sentence and a hint). Codes: E0500 unknown
+environment, E0501-E0502 observations, W0503 observation range, E0504-E0507
+actions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+from polc.ast import Span
+from polc.diagnostics import Diagnostic
+from polc.errors import closest, fmt_num, fmt_shape
+from polc.typed import TypedProgram
+
+_PHASE = "Environment"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One named observation or action: `shape` () for a scalar; every element
+    lies in [lo, hi] (the environment guarantees it, clipping where it must)."""
+
+    name: str
+    shape: tuple[int, ...]
+    lo: float
+    hi: float
+    doc: str
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def describe(self) -> str:
+        """`speed in [0, 1.5]`, `tiles[12, 4] in [-10, 10]`."""
+        dims = "" if not self.shape else "[" + ", ".join(map(str, self.shape)) + "]"
+        return f"{self.name}{dims} in [{fmt_num(self.lo)}, {fmt_num(self.hi)}]"
+
+
+@dataclass(frozen=True)
+class EnvSchema:
+    """The observation and action fields of one environment, in a fixed order."""
+
+    name: str  # the polc name, e.g. "car_racing"
+    env_id: str  # the gymnasium id, e.g. "polc/CarRacing-v0"
+    version: str  # bumped whenever a field's meaning, shape or range changes
+    obs: tuple[Field, ...]
+    actions: tuple[Field, ...]
+
+    def obs_field(self, name: str) -> Optional[Field]:
+        return next((f for f in self.obs if f.name == name), None)
+
+    def action_field(self, name: str) -> Optional[Field]:
+        return next((f for f in self.actions if f.name == name), None)
+
+
+# ---- diagnostics: one constructor per kind ------------------------------------------
+
+
+def _err(code: str, span: Optional[Span], message: str, hint: Optional[str] = None) -> Diagnostic:
+    return Diagnostic("error", code, _PHASE, span, message, hint)
+
+
+def _warn(code: str, span: Optional[Span], message: str, hint: Optional[str] = None) -> Diagnostic:
+    return Diagnostic("warning", code, _PHASE, span, message, hint)
+
+
+def _listing(fields: Iterable[Field]) -> str:
+    return ", ".join(f.describe() for f in fields)
+
+
+def _range(lo: float, hi: float) -> str:
+    return f"[{fmt_num(lo)}, {fmt_num(hi)}]"
+
+
+def unknown_env(name: str, known: Sequence[str]) -> Diagnostic:
+    near = closest(name, known)
+    msg = f'There is no environment "{name}".' + (f' Did you mean "{near}"?' if near else "")
+    return _err("E0500", None, msg, "Known environments: " + ", ".join(sorted(known)) + ".")
+
+
+def obs_missing(span: Optional[Span], name: str, schema: EnvSchema) -> Diagnostic:
+    near = closest(name, [f.name for f in schema.obs])
+    msg = f'The environment "{schema.name}" has no observation "{name}".'
+    if near:
+        msg += f' Did you mean "{near}"?'
+    return _err("E0501", span, msg, "It offers: " + _listing(schema.obs) + ".")
+
+
+def obs_shape(span: Optional[Span], name: str, declared: tuple[int, ...], field: Field,
+              env: str) -> Diagnostic:
+    return _err("E0502", span,
+                f'The observation "{name}" is declared {fmt_shape(declared)}, but environment "{env}" '
+                f"gives it shape {fmt_shape(field.shape)}.",
+                f"Declare it as {_decl('obs', field)}.")
+
+
+def _dims(field: Field) -> str:
+    return "" if not field.shape else "[" + ", ".join(map(str, field.shape)) + "]"
+
+
+def _decl(kind: str, field: Field) -> str:
+    """The declaration that matches `field`, as Pol source in backquotes."""
+    rhs = " = ..." if kind == "action" else ""
+    return f"`{kind} {field.name} : real{_dims(field)} in {_range(field.lo, field.hi)}{rhs}`"
+
+
+def obs_range_narrower(span: Optional[Span], name: str, lo: float, hi: float, field: Field,
+                       env: str) -> Diagnostic:
+    return _warn("W0503", span,
+                 f'The observation "{name}" is declared in {_range(lo, hi)}, but environment "{env}" '
+                 f"only guarantees {_range(field.lo, field.hi)}, so the analysis reasons from a range "
+                 "the observations can leave.",
+                 f"Declare the environment's range: {_decl('obs', field)}.")
+
+
+def action_missing(span: Optional[Span], names: Sequence[str], schema: EnvSchema) -> Diagnostic:
+    missing = [schema.action_field(n) for n in names]
+    which = ", ".join(f'"{n}"' for n in names)
+    s = "s" if len(names) > 1 else ""
+    return _err("E0504", span,
+                f'The policy does not declare the action{s} {which} that environment "{schema.name}" needs.',
+                "Declare every action the environment takes, e.g. "
+                + "; ".join(_decl("action", f) for f in missing if f) + ".")
+
+
+def action_unknown(span: Optional[Span], name: str, schema: EnvSchema) -> Diagnostic:
+    near = closest(name, [f.name for f in schema.actions])
+    msg = f'The environment "{schema.name}" has no action "{name}".'
+    if near:
+        msg += f' Did you mean "{near}"?'
+    return _err("E0505", span, msg, "Its actions are: " + _listing(schema.actions) + ".")
+
+
+def action_shape(span: Optional[Span], name: str, declared: tuple[int, ...], field: Field,
+                 env: str) -> Diagnostic:
+    return _err("E0506", span,
+                f'The action "{name}" is declared {fmt_shape(declared)}, but environment "{env}" '
+                f"takes shape {fmt_shape(field.shape)}.",
+                f"Declare it as {_decl('action', field)}.")
+
+
+def action_range_outside(span: Optional[Span], name: str, lo: float, hi: float, field: Field,
+                         env: str) -> Diagnostic:
+    return _err("E0507", span,
+                f'The action "{name}" is declared in {_range(lo, hi)}, which is not inside the range '
+                f'{_range(field.lo, field.hi)} that environment "{env}" accepts.',
+                f"Declare a range inside the environment's, e.g. {_decl('action', field)}; "
+                "the declared range is where the action is clipped.")
+
+
+# ---- the check -----------------------------------------------------------------------
+
+
+def _name_spans(tp: TypedProgram) -> tuple[dict[tuple[str, str], Span], Optional[Span]]:
+    """(kind, name) -> the span of the declaration's name, and the policy header's name span.
+
+    The typed program keeps whole-declaration spans; the names' own spans come
+    from re-parsing its source (cheap, and it keeps the typed contract as is)."""
+    if not tp.source:
+        return {}, None
+    from polc import ast
+    from polc.diagnostics import PolError
+    from polc.parse import parse_program
+
+    try:
+        prog = parse_program(tp.source, tp.file)
+    except PolError:
+        return {}, None
+    spans: dict[tuple[str, str], Span] = {}
+    header = None
+    for d in prog.decls:
+        if isinstance(d, ast.ObsDecl):
+            spans[("obs", d.name)] = d.name_span
+        elif isinstance(d, ast.ActionDecl):
+            spans[("action", d.name)] = d.name_span
+        elif isinstance(d, ast.PolicyDecl) and header is None:
+            header = d.name_span
+    return spans, header
+
+
+def _inside(lo: float, hi: float, outer_lo: float, outer_hi: float) -> bool:
+    """[lo, hi] lies inside [outer_lo, outer_hi], up to the 6 significant digits
+    the messages print (so a range copied from a message is accepted)."""
+    def tol(x: float) -> float:
+        return 1e-5 * max(1.0, abs(x)) if math.isfinite(x) else 0.0
+
+    return lo >= outer_lo - tol(outer_lo) and hi <= outer_hi + tol(outer_hi)
+
+
+def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnostic]:
+    """Diagnostics for the program's `obs` and `action` declarations against `schema`.
+
+    Observations: each declared one must exist (E0501) with the same shape
+    (E0502); a declared range narrower than the environment's is a warning
+    (W0503). Actions: every environment action must be declared (E0504), no
+    unknown ones (E0505), same shapes (E0506), declared range inside the
+    environment's (E0507)."""
+    spans, header = _name_spans(tp)
+    out: list[Diagnostic] = []
+    for o in tp.obs:
+        span = spans.get(("obs", o.name), o.span)
+        f = schema.obs_field(o.name)
+        if f is None:
+            out.append(obs_missing(span, o.name, schema))
+        elif tuple(o.type.shape) != f.shape:
+            out.append(obs_shape(span, o.name, tuple(o.type.shape), f, schema.name))
+        elif not _inside(f.lo, f.hi, o.lo, o.hi):
+            out.append(obs_range_narrower(span, o.name, o.lo, o.hi, f, schema.name))
+    declared = {a.name for a in tp.actions}
+    missing = [f.name for f in schema.actions if f.name not in declared]
+    if missing:
+        out.append(action_missing(header, missing, schema))
+    for a in tp.actions:
+        span = spans.get(("action", a.name), a.span)
+        f = schema.action_field(a.name)
+        if f is None:
+            out.append(action_unknown(span, a.name, schema))
+        elif tuple(a.type.shape) != f.shape:
+            out.append(action_shape(span, a.name, tuple(a.type.shape), f, schema.name))
+        elif not _inside(a.lo, a.hi, f.lo, f.hi):
+            out.append(action_range_outside(span, a.name, a.lo, a.hi, f, schema.name))
+    return out

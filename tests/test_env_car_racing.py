@@ -1,0 +1,234 @@
+"""The semantic Car Racing environment ("polc/CarRacing-v0").
+
+Bit-identical rewards/terminations against the stock CarRacing-v3, real frames
+when asked for, observations inside the schema, and the sign conventions
+(positive = right / clockwise) checked on placed and driven cars.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from polc.runtime import envs
+from polc.runtime.envs.car_racing import (CAR_RACING, TRACK_HALF_WIDTH, SemanticCarRacing, observe,
+                                          raw_action, sharp_corner_flags)
+
+SPEC = envs.get("car_racing")
+
+
+def drive_both(seed: int, actions) -> tuple[list, list]:
+    """Step ours and the stock env with the same seed; stock gets the raw array ours passes down."""
+    ours, stock = SPEC.make(), gym.make("CarRacing-v3")
+    ours.reset(seed=seed)
+    stock.reset(seed=seed)
+    a_out, b_out = [], []
+    for act in actions:
+        _, r, term, trunc, _ = ours.step(act)
+        raw = ours.unwrapped.last_raw_action.copy()
+        _, r2, term2, trunc2, _ = stock.step(raw)
+        a_out.append((r, term, trunc))
+        b_out.append((r2, term2, trunc2))
+        if term or trunc or term2 or trunc2:
+            break
+    assert np.array_equal(np.array(ours.unwrapped.car.hull.position), np.array(stock.unwrapped.car.hull.position))
+    return a_out, b_out
+
+
+def random_actions(n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    a = rng.uniform([-1, 0, 0], [1, 1, 0.3], size=(n, 3)).astype(np.float32)
+    return [{"steer": x[0], "gas": x[1], "brake": x[2]} for x in a]
+
+
+def test_random_actions_give_bit_identical_rewards_and_terminations():
+    ours, stock = drive_both(3, random_actions(320, 0))
+    assert len(ours) == 320
+    assert ours == stock  # exact float equality, step by step
+
+
+def test_expert_driving_gives_bit_identical_rewards_over_tiles():
+    env = SPEC.make()
+    env.reset(seed=11)
+    expert = SPEC.expert(env)
+    actions = []
+    for _ in range(300):
+        a = expert.act(env)
+        actions.append(a)
+        env.step(a)
+    ours, stock = drive_both(11, actions)
+    assert len(ours) == 300
+    assert ours == stock
+    assert sum(r for r, _, _ in ours) > 150  # it did collect tiles
+
+
+def test_leaving_the_playfield_is_gymnasiums_minus_100():
+    results = []
+    for env, action in ((SPEC.make(), {"steer": 0.0, "gas": 0.0, "brake": 0.0}),
+                        (gym.make("CarRacing-v3"), np.zeros(3))):
+        env.reset(seed=1)
+        env.unwrapped.car.hull.position = (1000.0, 0.0)  # PLAYFIELD is 333
+        _, r, term, trunc, info = env.step(action)
+        results.append((r, term, trunc, info["lap_finished"]))
+    assert results[0] == results[1] == (-100, True, False, False)
+
+
+def test_time_limit_is_the_stock_1000_steps():
+    env = SPEC.make()
+    assert env.spec.max_episode_steps == 1000 == SPEC.max_steps
+    env.reset(seed=2)
+    zero = {"steer": 0.0, "gas": 0.0, "brake": 0.0}
+    for t in range(1000):
+        _, _, term, trunc, _ = env.step(zero)
+        assert not term
+        assert trunc == (t == 999)
+
+
+def test_rgb_array_rendering_gives_real_frames():
+    env = SPEC.make(render_mode="rgb_array")
+    env.reset(seed=4)
+    for _ in range(60):
+        env.step({"steer": 0.0, "gas": 0.5, "brake": 0.0})
+    frame = env.render()
+    assert frame.shape == (400, 600, 3) and frame.dtype == np.uint8
+    colours = {tuple(c) for c in frame.reshape(-1, 3)[::97]}
+    assert len(colours) > 5  # road, grass, car, text: not a blank image
+    assert frame.std() > 10
+
+
+def check_obs(obs: dict, space: gym.spaces.Dict) -> None:
+    assert list(obs) == [f.name for f in CAR_RACING.obs]
+    for f in CAR_RACING.obs:
+        x = obs[f.name]
+        assert isinstance(x, np.ndarray) and x.dtype == np.float32 and x.shape == f.shape, f.name
+        assert np.all(x.astype(np.float64) >= f.lo) and np.all(x.astype(np.float64) <= f.hi), (f.name, x)
+    assert np.all(np.abs(obs["tiles"][:, 2].astype(np.float64)) <= math.pi)
+    assert set(np.unique(obs["tiles"][:, 3])) <= {0.0, 1.0}
+    assert space.contains(obs)
+
+
+@pytest.mark.parametrize("driver", ["expert", "random"])
+def test_observations_stay_in_the_schema_over_an_episode(driver):
+    env = SPEC.make(seed=21)
+    obs, _ = env.reset()
+    expert = SPEC.expert(env)
+    actions = iter(random_actions(1000, 5))
+    done, steps = False, 0
+    while not done:
+        check_obs(obs, env.observation_space)
+        a = expert.act(env) if driver == "expert" else next(actions)
+        obs, _, term, trunc, _ = env.step(a)
+        done, steps = term or trunc, steps + 1
+    check_obs(obs, env.observation_space)
+    assert steps > 300
+
+
+def test_gymnasium_env_checker_passes():
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(SPEC.make().unwrapped, skip_render_check=True)
+
+
+def test_make_seed_makes_the_first_reset_deterministic():
+    a, _ = SPEC.make(seed=7).reset()
+    b, _ = SPEC.make(seed=7).reset()
+    c, _ = SPEC.make().reset(seed=7)
+    for k in a:
+        assert np.array_equal(a[k], b[k]) and np.array_equal(a[k], c[k])
+
+
+def test_sharp_corner_flags_match_gymnasiums_kerbs():
+    env = SPEC.make()
+    for seed in (0, 1, 2):
+        env.reset(seed=seed)
+        u = env.unwrapped
+        kerb, tile = [], -1
+        for _, colour in u.road_poly:  # each tile's polygon, then its kerb polygon if it has one
+            if isinstance(colour, tuple):
+                kerb[tile] = True
+            else:
+                tile += 1
+                kerb.append(False)
+        assert np.array_equal(sharp_corner_flags(u.track), np.array(kerb))
+        assert any(kerb)
+
+
+def place(env, i: int, lateral: float = 0.0, dheading: float = 0.0) -> dict:
+    """Put the car at centreline point i, `lateral` units to the right, heading
+    `dheading` rad counter-clockwise from the track, and observe without stepping."""
+    u = env.unwrapped
+    geo = u.geometry
+    p = geo.xy[i] + lateral * geo.right[i]
+    u.car.hull.position = (float(p[0]), float(p[1]))
+    u.car.hull.angle = float(geo.beta[i] + dheading)
+    return observe(u, geo)
+
+
+def test_right_of_centre_is_positive_offset():
+    env = SPEC.make()
+    env.reset(seed=5)
+    obs = place(env, 40, lateral=3.0)
+    assert obs["offset"] == pytest.approx(3.0 / TRACK_HALF_WIDTH, abs=1e-3)
+    assert place(env, 40, lateral=-3.0)["offset"] < 0
+
+
+def test_car_pointing_left_of_the_track_sees_positive_heading_error():
+    env = SPEC.make()
+    env.reset(seed=5)
+    obs = place(env, 40, dheading=0.3)  # counter-clockwise = rotated left
+    assert obs["heading_err"] == pytest.approx(0.3, abs=1e-5)  # the track turns right relative to the car
+    assert obs["tiles"][0, 2] == pytest.approx(0.3, abs=0.05)
+
+
+def test_right_hand_corner_tiles_are_right_and_turn_right():
+    env = SPEC.make()
+    env.reset(seed=5)
+    geo = env.unwrapped.geometry
+    turn = np.array([sum(math.remainder(geo.beta[(k + 1) % geo.n] - geo.beta[k % geo.n], 2 * math.pi)
+                         for k in range(i, i + 12)) for i in range(geo.n)])
+    i = int(np.argmin(turn))  # beta decreasing = clockwise = a right-hand corner
+    assert turn[i] < -0.5
+    tiles = place(env, i)["tiles"]
+    assert tiles[-1, 0] > 0.3 and tiles[-1, 2] > 0.5
+    assert np.all(tiles[:, 1] > 0)  # all ahead
+    assert np.all(np.diff(tiles[:, 2]) > -1e-3)  # the heading keeps turning right
+    # and a left-hand corner mirrors it
+    j = int(np.argmax(turn))
+    tiles = place(env, j)["tiles"]
+    assert tiles[-1, 0] < -0.3 and tiles[-1, 2] < -0.5
+
+
+def test_positive_steer_turns_right():
+    env = SPEC.make()
+    env.reset(seed=3)
+    car = env.unwrapped.car
+    a0, p0 = car.hull.angle, np.array(car.hull.position)
+    for _ in range(30):
+        obs, *_ = env.step({"steer": 1.0, "gas": 0.3, "brake": 0.0})
+    assert obs["ang_vel"] > 0.3
+    assert obs["steer_ind"] > 0.9
+    right = np.array([math.cos(a0), math.sin(a0)])  # the car's starting right-hand side
+    assert (np.array(car.hull.position) - p0) @ right > 0.5
+    for _ in range(30):
+        obs, *_ = env.step({"steer": -1.0, "gas": 0.3, "brake": 0.0})
+    assert obs["ang_vel"] < 0 and obs["steer_ind"] < -0.9
+
+
+def test_raw_action_passes_steer_unchanged_and_clips():
+    raw = raw_action({"steer": np.float32(0.25), "gas": 2.0, "brake": -1.0})
+    assert raw.dtype == np.float64 and raw.tolist() == [0.25, 1.0, 0.0]
+    with pytest.raises(KeyError, match="steer, gas, brake"):
+        raw_action({"steer": 0.0, "gas": 0.0})
+
+
+def test_the_registry():
+    assert "car_racing" in envs.names()
+    assert SPEC.schema is CAR_RACING and CAR_RACING.env_id in gym.registry
+    assert isinstance(gym.make("polc/CarRacing-v0").unwrapped, SemanticCarRacing)
+    assert set(SPEC.demo_seeds).isdisjoint(SPEC.eval_seeds[:1000])
+    assert list(SPEC.eval_seeds[:2]) == [10_000, 10_001]
+    with pytest.raises(KeyError, match="known: car_racing"):
+        envs.get("nope")
