@@ -145,7 +145,8 @@ def test_action_range_must_lie_inside_the_environments(declared):
     text = "obs speed : real" + ACTIONS.replace("action steer : real in [-1, 1] = 0",
                                                  f"action steer : real {declared} = 0")
     d, source = one(text, "E0507")
-    assert d.message.startswith('The action "steer" is declared in [')
+    assert d.message.startswith('The action "steer" is declared in [' if declared else
+                                'The action "steer" has no declared range, which')
     assert d.message.endswith('which is not inside the range [-1, 1] that environment "car_racing" accepts.')
     assert "`action steer : real in [-1, 1] = ...`" in d.hint
     assert span_text(d, source) == "steer"

@@ -149,8 +149,9 @@ def action_shape(span: Optional[Span], name: str, declared: tuple[int, ...], fie
 
 def action_range_outside(span: Optional[Span], name: str, lo: float, hi: float, field: Field,
                          env: str) -> Diagnostic:
+    declared = "has no declared range" if math.isinf(lo) and math.isinf(hi) else f"is declared in {_range(lo, hi)}"
     return _err("E0507", span,
-                f'The action "{name}" is declared in {_range(lo, hi)}, which is not inside the range '
+                f'The action "{name}" {declared}, which is not inside the range '
                 f'{_range(field.lo, field.hi)} that environment "{env}" accepts.',
                 f"Declare a range inside the environment's, e.g. {_decl('action', field)}; "
                 "the declared range is where the action is clipped.")
