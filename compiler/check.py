@@ -21,6 +21,12 @@ from .diagnostics import Diagnostic, PolError, ice, source_lines
 from .errors import fmt_num
 from .typed import BOOL, REAL, Type
 
+# The most elements any one value may have (an 84x84x3 image fits): beyond it the
+# analysis and the reference interpreter would allocate without bound.
+MAX_ELEMENTS = 1 << 16
+# The widest MLP layer.
+MAX_LAYER = 1 << 14
+
 FUNCTIONS = sorted(set(T.ELEMENTWISE) | set(T.BINARY_FUNCS) | set(T.REDUCTIONS) | {"clip", "where", "mlp"})
 
 
@@ -159,6 +165,9 @@ class _Checker:
         if any(n <= 0 for n in spec.dims):
             self.error(errors.bad_dims(spec.span, spec.dims))
             return None
+        if math.prod(spec.dims) > MAX_ELEMENTS:
+            self.error(errors.too_large(spec.span, tuple(spec.dims), MAX_ELEMENTS))
+            return None
         return Type(spec.base, tuple(spec.dims))
 
     def range_of(self, rng: Optional[ast.Range], name: str, typ: Optional[Type]) -> tuple[float, float]:
@@ -295,7 +304,10 @@ class _Checker:
         method = getattr(self, "expr_" + type(e).__name__, None)
         if method is None:
             raise ice(f"no type rule for {type(e).__name__}")
-        return method(e)
+        x = method(e)
+        if math.prod(x.type.shape) > MAX_ELEMENTS:
+            self.fail(errors.too_large(e.span, x.type.shape, MAX_ELEMENTS))
+        return x
 
     def expr_Number(self, e: ast.Number) -> T.TExpr:
         return T.Const(e.value, Type(REAL), e.span)
@@ -484,15 +496,16 @@ class _Checker:
         if "hidden" in kw:
             v = kw["hidden"].value
             sizes = [_int_literal(i) for i in v.items] if isinstance(v, ast.Vector) else [None]
-            if not sizes or any(s is None or s <= 0 for s in sizes):
+            if not sizes or any(s is None or not 0 < s <= MAX_LAYER for s in sizes):
                 self.fail(errors.bad_keyword_value(v.span, "mlp", "hidden",
-                                                   "a list of positive integer layer sizes, like [64, 64]"))
+                                                   f"a list of layer sizes from 1 to {MAX_LAYER}, like [64, 64]"))
             hidden = tuple(sizes)
         out = 0
         if "out" in kw:
             n = _int_literal(kw["out"].value)
-            if n is None or n <= 0:
-                self.fail(errors.bad_keyword_value(kw["out"].value.span, "mlp", "out", "a positive integer"))
+            if n is None or not 0 < n <= MAX_LAYER:
+                self.fail(errors.bad_keyword_value(kw["out"].value.span, "mlp", "out",
+                                                   f"an integer from 1 to {MAX_LAYER}"))
             out = n
         activation = "tanh"
         if "activation" in kw:
@@ -635,7 +648,7 @@ class _Checker:
         for d in self.decls.values():  # a weight that failed still has a type for its readers
             if isinstance(d, ast.WeightDecl) and d.name not in self.types:
                 t = Type(d.type.base, tuple(d.type.dims))
-                if all(n > 0 for n in d.type.dims):
+                if all(n > 0 for n in d.type.dims) and math.prod(d.type.dims) <= MAX_ELEMENTS:
                     self.types[d.name] = t
         for name in self.order():
             if name not in self.poisoned:

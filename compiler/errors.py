@@ -10,6 +10,7 @@ marks a warning. `docs/language.md` lists them all.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Iterable, Optional, Sequence
 
@@ -97,6 +98,12 @@ def bad_number(span: Span, text: str) -> Diagnostic:
     else:
         hint = "Numbers look like `3`, `0.5`, `.25` or `1e-3`."
     return _err("E0004", "Syntax", span, f"{text!r} is not a number.", hint)
+
+
+def too_deep(span: Span, limit: int) -> Diagnostic:
+    return _err("E0005", "Syntax", span, f"This expression nests more than {limit} levels deep.",
+                "Use a reduction instead of a long chain of operators, e.g. `sum(x)` or `mean(x[0:100])`, "
+                "or split it into several latents.")
 
 
 # ---- E01xx: names and structure ---------------------------------------------
@@ -276,6 +283,14 @@ def non_real_io(span: Span, kind: str, name: str) -> Diagnostic:
 def empty_slice(span: Span, start: int, stop: int) -> Diagnostic:
     return _err("E0216", "Semantic", span, f"The slice {start}:{stop} selects no elements.",
                 "A slice `a:b` needs a < b after counting negative bounds from the end.")
+
+
+def too_large(span: Span, shape: tuple[int, ...], limit: int) -> Diagnostic:
+    n = math.prod(shape)
+    return _err("E0217", "Semantic", span,
+                f"This value would have shape {fmt_shape(shape)}, {n} elements; polc allows at most {limit} per value.",
+                "Pol is for small structured policies: reduce or index large inputs, or check the sizes "
+                "of the operands being broadcast together.")
 
 
 # ---- E03xx: constants, ranges, weights ---------------------------------------------
