@@ -623,12 +623,33 @@ def _previous_token_end(text: str, pos: int) -> tuple[int, int]:
     return line, len(code) - (code.rfind("\n") + 1) + 1
 
 
+# Every phase walks expressions recursively, a few Python frames per level;
+# a 500-term sum `x + x + ...` nests 500 levels and would exhaust the stack.
+MAX_DEPTH = 200
+
+
+def _too_deep(tree: lark.Tree):
+    """Where the expression nested deeper than MAX_DEPTH starts (the child of its
+    declaration), or None. Iterative: the tree may be deeper than the stack."""
+    todo = [(tree, 0, tree)]
+    while todo:
+        node, depth, root = todo.pop()
+        if depth > MAX_DEPTH:
+            return root.meta
+        todo.extend((c, depth + 1, c if depth < 2 else root) for c in node.children if isinstance(c, lark.Tree))
+    return None
+
+
 def parse_program(text: str, file: str = "<string>") -> ast.Program:
     """Parse Pol source text. Raises `PolError` with a located diagnostic on bad syntax."""
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as e:
         raise PolError([_syntax_diagnostic(e, text, file)], text) from None
+    deep = _too_deep(tree)
+    if deep is not None:
+        raise PolError([errors.too_deep(ast.Span(file, deep.line, deep.column, deep.line, deep.column + 1),
+                                        MAX_DEPTH)], text)
     try:
         decls = _Builder(file).transform(tree)
     except VisitError as e:  # lark wraps whatever the transformer raised
