@@ -92,7 +92,7 @@ def _holds(intent: T.Intent, p: Pass) -> tuple[bool, str]:
             return True, f"{intent.target} is {intent.direction} in {intent.var}"
         if a.dir == "unknown":
             return False, a.why or f"the direction of {intent.target} in {intent.var} is not known"
-        return False, f"{intent.target} is {a.dir} in {intent.var} for some allowed weights"
+        return False, f"the rules only show {intent.target} {a.dir} in {intent.var}"
     h = a.iv.hull()
     lo, hi = float(h.lo), float(h.hi)
     ok_lo = lo > intent.lo if intent.lo_strict else lo >= intent.lo

@@ -299,7 +299,7 @@ def describe(tp: T.TypedProgram, intent: T.Intent, p: Point, judge: _Judge) -> s
               if o.name in used and not (isinstance(intent, T.MonoIntent) and o.name == intent.var)
               and not np.array_equal(p.obs[o.name], _canonical_obs(o))]
     if inputs:
-        head += " and " + ", ".join(inputs)
+        head += ", at " + ", ".join(inputs)
     target = intent.target + ("[" + ", ".join(map(str, idx)) + "]" if idx else "")
     if isinstance(intent, T.MonoIntent):
         moves = "rises" if b > a else "falls"

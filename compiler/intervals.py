@@ -130,6 +130,15 @@ class Interval:
         h = self.hull()
         return f"[{fmt_num(float(h.lo))}, {fmt_num(float(h.hi))}]"
 
+    def to_json(self):
+        """[lo, hi] with null for an open end; for an array, one pair per element (nested lists)."""
+        def pairs(lo, hi):
+            if isinstance(lo, list):
+                return [pairs(a, b) for a, b in zip(lo, hi)]
+            return [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi]
+
+        return pairs(self.lo.tolist(), self.hi.tolist())
+
     def __repr__(self) -> str:
         if self.shape == ():
             return f"Interval({float(self.lo)!r}, {float(self.hi)!r})"

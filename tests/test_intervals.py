@@ -221,6 +221,11 @@ def test_meet_keeps_the_original_where_empty():
     assert I.meet(Interval(0, 1), Interval(2, 3)) == Interval(0, 1)
 
 
+def test_json_form_has_null_for_open_ends():
+    assert Interval(-INF, 0.5).to_json() == [None, 0.5]
+    assert I.stack([Interval(0, 1), Interval(2, INF)]).to_json() == [[0.0, 1.0], [2.0, None]]
+
+
 def test_string_form():
     assert str(Interval(-INF, 0.5)) == "[-inf, 0.5]"
     assert str(I.stack([Interval(0, 1), Interval(2, 3)])) == "[0, 3]"
