@@ -285,29 +285,30 @@ def describe(tp: T.TypedProgram, intent: T.Intent, p: Point, judge: _Judge) -> s
     used = ancestors(tp, intent.target)
     var = intent.var if isinstance(intent, T.MonoIntent) else None
     candidates = [w for w in tp.weights if w.name in used and w.name != var]
+
     def at_init(w: T.Weight) -> bool:
         return np.array_equal(p.weights[w.name], np.broadcast_to(np.asarray(w.init, float), w.type.shape))
 
     key = [w for w in candidates if not at_init(w) or judge.matters(p, w.name, idx)] or candidates
-    shown = [f"{w.name} = {_show(p.weights[w.name])}" for w in key[:6]]
-    if shown:
-        head = "with " + ", ".join(shown) + (" (other weights at their initial values)"
-                                             if len(candidates) > len(shown) else "")
-    else:
-        head = "with every weight at its initial value"
-    inputs = [f"{o.name} = {_show(p.obs[o.name])}" for o in tp.obs
-              if o.name in used and not (isinstance(intent, T.MonoIntent) and o.name == intent.var)
-              and not np.array_equal(p.obs[o.name], _canonical_obs(o))]
-    if inputs:
-        head += ", at " + ", ".join(inputs)
+    parts = []
+    if key:
+        shown = [f"{w.name} = {_show(p.weights[w.name])}" for w in key[:6]]
+        parts.append("with " + ", ".join(shown) + (" (other weights at their initial values)"
+                                                   if len(candidates) > len(shown) else ""))
+    seen = [o for o in tp.obs if o.name in used and o.name != var]
+    moved = [o for o in seen if not np.array_equal(p.obs[o.name], _canonical_obs(o))]
+    if moved:
+        parts.append("at " + ", ".join(f"{o.name} = {_show(p.obs[o.name])}" for o in moved)
+                     + (" (other observations as near 0 as their range allows)" if len(seen) > len(moved) else ""))
+    head = ", ".join(parts) + (", " if parts else "")
     target = intent.target + ("[" + ", ".join(map(str, idx)) + "]" if idx else "")
     if isinstance(intent, T.MonoIntent):
         moves = "rises" if b > a else "falls"
-        return (f"{head}, {target} {moves} from {fmt_num(a)} to {fmt_num(b)} when {intent.var} goes from "
+        return (f"{head}{target} {moves} from {fmt_num(a)} to {fmt_num(b)} when {intent.var} goes from "
                 f"{_show(p.low)} to {_show(p.high)}")
     low_side = a < intent.lo or (intent.lo_strict and a <= intent.lo)
     if low_side:
         bound = f"{'<=' if intent.lo_strict else '<'} {fmt_num(intent.lo)}"
     else:
         bound = f"{'>=' if intent.hi_strict else '>'} {fmt_num(intent.hi)}"
-    return f"{head}, {target} = {fmt_num(a)} {bound}"
+    return f"{head}{target} = {fmt_num(a)} {bound}"
