@@ -39,7 +39,7 @@ def run_once(argv: list[str]) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=7, help="processes per command (>= 5)")
+    ap.add_argument("--runs", type=int, default=5, help="processes per command")
     ap.add_argument("--lines", type=int, default=3000, help="size of the generated program")
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args(argv)

@@ -23,7 +23,7 @@ import sys
 
 import common
 
-PINNED = None if "--no-pin" in sys.argv else common.pin_to_one_core()
+PINNED = None if "--no-pin" in sys.argv else common.pin_to_one_core()  # before jax starts its threads
 common.single_threaded_jax_env()
 
 import jax  # noqa: E402

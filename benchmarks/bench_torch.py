@@ -130,19 +130,20 @@ class TorchSide:
         return fns, first, errors
 
 
-def worker(side: str, pin: bool) -> int:
+def worker(side: str, core: int | None) -> int:
     """Serve the driver: one JSON request per stdin line, one JSON reply per line."""
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever the libraries print goes to stderr, never into the protocol
     sys.stdout = sys.stderr
-    core = common.pin_to_one_core() if pin else None
+    if core is not None:
+        common.pin_to_one_core(core)
     impl = JaxSide() if side == "jax" else TorchSide()
     fns: dict = {}
     for line in sys.stdin:
         req = json.loads(line)
         op = req["op"]
         if op == "info":
-            reply = {"versions": impl.versions, "pinned_core": core}
+            reply = {"versions": impl.versions}
         elif op == "outputs":
             reply = {"outputs": impl.outputs(req["batch"], req["seed"])}
         elif op == "prepare":
@@ -173,11 +174,13 @@ def worker(side: str, pin: bool) -> int:
 class Worker:
     """A side's process, spoken to one request at a time."""
 
-    def __init__(self, side: str, pin: bool) -> None:
+    def __init__(self, side: str, core: int | None) -> None:
         self.side = side
         self.err = tempfile.TemporaryFile(mode="w+")
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", side] + ([] if pin else ["--no-pin"])
-        env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", side]
+        cmd += ["--no-pin"] if core is None else ["--core", str(core)]
+        # Inductor's on-disk caches off, so the first call measures a cold compile as jax.jit's does.
+        env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
                                      text=True, env=env, cwd=os.path.dirname(os.path.abspath(__file__)))
 
@@ -277,21 +280,25 @@ def main(argv=None) -> int:
     ap.add_argument("--target-s", type=float, default=0.05, help="seconds per repetition per candidate")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the workers to one core")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--core", type=int, help="pin to this core (default: the idlest one)")
     ap.add_argument("--worker", choices=("jax", "torch"), help=argparse.SUPPRESS)  # internal
     args = ap.parse_args(argv)
     if args.worker:
-        return worker(args.worker, pin=not args.no_pin)
+        return worker(args.worker, None if args.no_pin else args.core)
 
     batches = [int(x) for x in args.batches.split(",")]
     print(common.header("bench_torch: compiled policy vs the PyTorch nn.Module form (examples/car_racing/initial.pol)"))
     torch_present = importlib.util.find_spec("torch") is not None
     if not torch_present:
         print("torch is not installed: skipping the PyTorch side (install it with `pip install -e .[bench]`).")
-    workers = {"jax": Worker("jax", not args.no_pin)}
+    core = None if args.no_pin else (args.core if args.core is not None else common.idlest_core())
+    workers = {"jax": Worker("jax", core)}
     if torch_present:
-        workers["torch"] = Worker("torch", not args.no_pin)
+        workers["torch"] = Worker("torch", core)
     try:
         info = {s: w.call(op="info") for s, w in workers.items()}
+        for s, i in info.items():
+            i["pinned_core"] = core
         outputs = {}
         for w in workers.values():
             outputs.update(w.call(op="outputs", batch=CHECK_BATCH, seed=CHECK_SEED)["outputs"])

@@ -58,10 +58,32 @@ def pin_to_one_core(core: int | None = None) -> int | None:
     has no affinity call. Call before importing jax or torch."""
     if not hasattr(os, "sched_setaffinity"):
         return None
-    allowed = sorted(os.sched_getaffinity(0))
-    core = allowed[-1] if core is None else core
+    core = idlest_core() if core is None else core
     os.sched_setaffinity(0, {core})
     return core
+
+
+def idlest_core(window_s: float = 0.5) -> int:
+    """The allowed core that was idle the longest over `window_s` (from /proc/stat),
+    so a pinned benchmark does not share its core with whatever else is running."""
+    allowed = sorted(os.sched_getaffinity(0))
+
+    def idle() -> dict[int, int]:
+        out = {}
+        try:
+            for ln in Path("/proc/stat").read_text().splitlines():
+                if ln.startswith("cpu") and ln[3:4].isdigit():
+                    f = ln.split()
+                    out[int(f[0][3:])] = int(f[4]) + int(f[5])  # idle + iowait
+        except (OSError, ValueError, IndexError):
+            pass
+        return out
+
+    a = idle()
+    time.sleep(window_s)
+    b = idle()
+    scores = {c: b.get(c, 0) - a.get(c, 0) for c in allowed}
+    return max(allowed, key=lambda c: (scores[c], c))
 
 
 # ---- the structure's observations ---------------------------------------------------
