@@ -23,14 +23,9 @@ from .typed import TypedProgram
 
 # Names the generated module uses itself; a Pol name equal to one gets a trailing "_".
 _RESERVED = {"jax", "jnp", "params", "obs", "weights", "std", "key", "keys", "apply", "distribution",
-             "init_params", "constrain", "unconstrain", "SOURCE_SHA256", "_sigmoid", "_mlp", "_mlp_init"}
+             "init_params", "constrain", "unconstrain", "SOURCE_SHA256", "_mlp", "_mlp_init"}
 
 _HELPERS = '''
-def _sigmoid(u):
-    """1 / (1 + exp(-u)), stable for large |u|."""
-    return jnp.exp(-jnp.logaddexp(0.0, -u))
-
-
 def _mlp(p, inputs, activation, scalar):
     """Dense layers p["Dense_0"], ..., activation after all but the last (flax.linen.Dense layout)."""
     x = jnp.concatenate([jnp.ravel(jnp.asarray(i, jnp.float32)) for i in inputs])
@@ -225,11 +220,13 @@ def _constrain_source(u: str, lo: float, hi: float) -> str:
     """`transforms.constrain` as source text, with the bounds filled in."""
     k = transforms.kind(lo, hi)
     if k == "interval":
-        return f"{_lit(lo)} + {_lit(hi - lo)} * _sigmoid({u})"
+        x = f"jax.nn.sigmoid({u})"
+        x = x if hi - lo == 1 else f"{_lit(hi - lo)} * {x}"
+        return x if lo == 0 else f"{_lit(lo)} + {x}"
     if k == "lower":
-        return f"{_lit(lo)} + jnp.exp({u})"
+        return f"jnp.exp({u})" if lo == 0 else f"{_lit(lo)} + jnp.exp({u})"
     if k == "upper":
-        return f"{_lit(hi)} - jnp.exp({u})"
+        return f"-jnp.exp({u})" if hi == 0 else f"{_lit(hi)} - jnp.exp({u})"
     return u
 
 

@@ -129,7 +129,8 @@ class _Lowering:
     """Lowers expressions of one program against an environment of values."""
 
     def __init__(self, tp: TypedProgram):
-        self.mlps = {k: mlp_block(m) for k, m in all_mlps(tp).items()}
+        self.nodes = all_mlps(tp)
+        self.mlps = {k: mlp_block(m) for k, m in self.nodes.items()}
 
     def expr(self, e: T.TExpr, env: dict, params: Params):
         method = getattr(self, "expr_" + type(e).__name__, None)
@@ -233,8 +234,7 @@ def lower(tp: TypedProgram) -> CompiledPolicy:
         if low.mlps:
             keys = jax.random.split(key, len(low.mlps))
             for k, (name, block) in zip(keys, low.mlps.items()):
-                m = all_mlps(tp)[name]
-                params[name] = block.init(k, jnp.zeros((m.in_size,), jnp.float32))["params"]
+                params[name] = block.init(k, jnp.zeros((low.nodes[name].in_size,), jnp.float32))["params"]
         return params
 
     def forward(params: Params, obs: Arrays) -> tuple[Arrays, Arrays, Arrays]:

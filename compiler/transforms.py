@@ -35,19 +35,29 @@ def kind(lo: float, hi: float) -> str:
 
 
 def sigmoid(u: Any, xp: Any) -> Any:
-    """1 / (1 + exp(-u)) without overflow for large |u| (numpy warns on exp(1000))."""
+    """1 / (1 + exp(-u)): jax's own logistic under jax (what hand-written JAX uses), and
+    exp(-log(1 + exp(-u))) under numpy, which does not overflow (or warn) for large |u|."""
+    if getattr(xp, "__name__", "") == "jax.numpy":
+        import jax  # only ever reached from the lowering, which has imported jax already
+
+        return jax.nn.sigmoid(u)
     return xp.exp(-xp.logaddexp(0.0, -u))
 
 
 def constrain(u: Any, lo: float, hi: float, xp: Any) -> Any:
-    """Unconstrained `u` -> a value inside (lo, hi). Same shape as `u`."""
+    """Unconstrained `u` -> a value inside (lo, hi). Same shape as `u`.
+
+    A zero bound or a unit width adds no operation (0 + exp(u) is exp(u) exactly),
+    so the lowered program is the one a person would write."""
     k = kind(lo, hi)
     if k == "interval":
-        return lo + (hi - lo) * sigmoid(u, xp)
+        x = sigmoid(u, xp)
+        x = x if hi - lo == 1 else (hi - lo) * x
+        return x if lo == 0 else lo + x
     if k == "lower":
-        return lo + xp.exp(u)
+        return xp.exp(u) if lo == 0 else lo + xp.exp(u)
     if k == "upper":
-        return hi - xp.exp(u)
+        return -xp.exp(u) if hi == 0 else hi - xp.exp(u)
     return u
 
 

@@ -294,3 +294,33 @@ def test_obs_are_cast_to_float32():
     policy = compile_text(GAIN)
     actions, latents = policy.apply(policy.init(jax.random.PRNGKey(0)), {"x": np.float64(1.0)})
     assert latents["y"].dtype == jnp.float32 and actions["a"].dtype == jnp.float32
+
+
+def test_the_lowered_apply_is_the_program_a_person_would_write():
+    policy = compile_text("""
+        obs x : real[3]
+        obs m : real[2, 3]
+        weight k : real >= 0 = 2
+        weight b : real[3] in [0, 1] = 0.5
+        latent y = k * sum(m; axis = 0) + b * x
+        latent h = mlp(y, x; hidden = [8], out = 2)
+        action a : real[2] in [-1, 1] = tanh(h)
+    """)
+    import flax.linen as nn
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = jnp.tanh(nn.Dense(8)(x))  # layers are named in creation order
+            return nn.Dense(2)(x)
+
+    def apply(params, obs):  # by hand
+        k = jnp.exp(params["k"])
+        b = jax.nn.sigmoid(params["b"])
+        y = k * jnp.sum(obs["m"], axis=0) + b * obs["x"]
+        h = Net().apply({"params": params["h.mlp"]}, jnp.concatenate([y, obs["x"]]))
+        return {"a": jnp.clip(jnp.tanh(h), -1.0, 1.0)}, {"y": y, "h": h}
+
+    params = policy.init(jax.random.PRNGKey(0))
+    obs = {"x": np.zeros(3, np.float32), "m": np.zeros((2, 3), np.float32)}
+    assert str(jax.make_jaxpr(policy.apply)(params, obs)) == str(jax.make_jaxpr(jax.jit(apply))(params, obs))
