@@ -571,7 +571,10 @@ class _Checker:
         std = self.expr(given[0])
         self.need(std, REAL, f'The noise std of action "{d.name}"')
         if broadcast_shapes(std.type.shape, typ.shape) != typ.shape:
-            self.fail(errors.declared_type_mismatch(std.span, d.name + " std", str(typ), str(std.type)))
+            want = "a scalar" if not typ.shape else f"of shape {errors.fmt_shape(typ.shape)} or broadcast to it"
+            self.fail(errors.type_mismatch(std.span, f'The noise std of action "{d.name}"', want, str(std.type),
+                                           "Give one std for the whole action, or one per element." if typ.shape else
+                                           "A scalar action has one std: index or reduce it, e.g. `x[0]` or `mean(x)`."))
         return std
 
     # ---- intents ---------------------------------------------------------------------------------

@@ -112,11 +112,14 @@ def too_deep(span: Span, limit: int) -> Diagnostic:
 def undefined_name(span: Span, name: str, candidates: Iterable[str]) -> Diagnostic:
     near = closest(name, candidates)
     msg = f'Name "{name}" is not declared.'
+    declare = (f"`obs {name} : real` for an input, `weight {name} : real = 0` for a fitted constant, "
+               f"or `latent {name} = ...` for a computed value")
+    if near and len(name) <= 4:  # `k_p` vs `k_d`: a short name is as likely new as misspelled
+        return _err("E0101", "Semantic", span, msg + f' Did you mean "{near}"?',
+                    f"If it is a new value, declare it: {declare}.")
     if near:
         return _err("E0101", "Semantic", span, msg + f' Did you mean "{near}"?')
-    return _err("E0101", "Semantic", span, msg,
-                f"Declare it: `obs {name} : real` for an input, `weight {name} : real = 0` for a fitted "
-                f"constant, or `latent {name} = ...` for a computed value.")
+    return _err("E0101", "Semantic", span, msg, f"Declare it: {declare}.")
 
 
 def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
@@ -142,12 +145,29 @@ def duplicate_policy(span: Span, first: Span) -> Diagnostic:
                 "Keep one `policy NAME \"description\"` line.", [(first, "the first header is here")])
 
 
+# Functions of other languages an LLM reaches for, and how Pol says them.
+_FUNCTION_ADVICE = {
+    "clamp": "Use `clip(x, lo, hi)`.", "saturate": "Use `clip(x, lo, hi)`.", "sat": "Use `clip(x, lo, hi)`.",
+    "minimum": "Use `min(a, b)`.", "maximum": "Use `max(a, b)`.", "fabs": "Use `abs(x)`.",
+    "pow": "Pol writes powers with `^`, like `x ^ 2`.", "power": "Pol writes powers with `^`, like `x ^ 2`.",
+    "arctan2": "Use `atan2(y, x)`.", "ln": "Use `log(x)` (the natural logarithm).", "sqr": "Use `square(x)`.",
+    "sgn": "Use `sign(x)`.", "signum": "Use `sign(x)`.", "average": "Use `mean(x)`.", "avg": "Use `mean(x)`.",
+    "dot": "Write a dot product as `sum(a * b)`.", "hypot": "Use `norm([a, b])`.", "length": "Use `norm(x)`.",
+    "select": "Use `where(c, a, b)` or `if c then a else b`.", "ifelse": "Use `if c then a else b`.",
+    "logistic": "Use `sigmoid(x)`.", "expit": "Use `sigmoid(x)`.",
+}
+
+
 def unknown_function(span: Span, name: str, known: Iterable[str]) -> Diagnostic:
-    near = closest(name, known)
     msg = f'"{name}" is not a Pol function.'
+    listing = "Functions: " + ", ".join(sorted(known)) + "."
+    if name in _FUNCTION_ADVICE:
+        return _err("E0106", "Semantic", span, msg, _FUNCTION_ADVICE[name])
+    # A stricter cutoff than for names: `softmax` is not `softplus`.
+    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     if near:
-        return _err("E0106", "Semantic", span, msg + f' Did you mean "{near}"?')
-    return _err("E0106", "Semantic", span, msg, "Functions: " + ", ".join(sorted(known)) + ".")
+        return _err("E0106", "Semantic", span, msg + f' Did you mean "{near[0]}"?', listing)
+    return _err("E0106", "Semantic", span, msg, listing)
 
 
 def not_a_value(span: Span, name: str, kind: str) -> Diagnostic:
