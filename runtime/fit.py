@@ -1,0 +1,321 @@
+"""Imitation learning: fit a policy's weights to a demonstration table.
+
+    demos = load_demos(read_table("demos/car.parquet"), policy.program)
+    result = fit(policy, demos, FitConfig(restarts=3))
+    save_params("fit.params", policy, result.params, result.info())
+
+The loss is `losses.batch_loss` (Gaussian NLL for noisy actions, squared
+error otherwise). Weights are optimised in their UNCONSTRAINED space (the
+params `policy.init` makes), so every constraint holds at every step by
+construction. Adam over shuffled minibatches, one jitted `lax.scan` per
+epoch; a random `val_fraction` of the rows is held out; the learning rate
+halves after `lr_patience` epochs without a validation improvement, and a
+restart stops after `patience` such epochs, keeping its best params. Restart 0 starts from the weights declared in the source;
+restart k >= 1 perturbs them in the unconstrained space (and draws new mlp
+weights). The restart with the lowest validation loss wins. A loss that becomes
+non-finite ends that restart with a message; if it is non-finite at the start,
+`FitError` says which value (latent, mean or std) is to blame.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from .losses import Batch, batch_loss, kind
+from .table import Table
+
+
+class FitError(Exception):
+    """Fitting cannot proceed or produced nothing usable; the message says why."""
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    learning_rate: float = 1e-2
+    batch_size: int = 256
+    max_epochs: int = 2000
+    patience: int = 100       # epochs without a validation improvement before a restart stops
+    lr_patience: int = 25     # epochs without one before the learning rate drops
+    lr_decay: float = 0.5     # ... by this factor
+    min_delta: float = 1e-4   # improvements smaller than this do not count
+    val_fraction: float = 0.2
+    restarts: int = 3
+    init_noise: float = 0.5   # std of the perturbation of unconstrained weights for restarts >= 1
+    clip_norm: float = 10.0   # global gradient-norm clip
+    seed: int = 0
+
+
+class Demos(NamedTuple):
+    obs: dict        # name -> (N, *shape) float32
+    actions: dict    # name -> (N, *shape) float32
+    episode: np.ndarray  # (N,) int
+
+    @property
+    def size(self) -> int:
+        return len(self.episode)
+
+    def take(self, idx: np.ndarray) -> "Demos":
+        return Demos({k: v[idx] for k, v in self.obs.items()}, {k: v[idx] for k, v in self.actions.items()},
+                     self.episode[idx])
+
+
+class RestartResult(NamedTuple):
+    restart: int
+    epochs: int                 # epochs run
+    best_epoch: int
+    train_loss: float           # at the best epoch
+    val_loss: float             # the best
+    stopped: str                # "early stopping", "max epochs" or why it diverged
+
+
+class FitResult(NamedTuple):
+    params: dict                # the winning restart's params at its best validation loss
+    best: RestartResult
+    restarts: tuple[RestartResult, ...]
+    loss: str                   # losses.kind
+    n_train: int
+    n_val: int
+    seconds: float
+    config: FitConfig
+
+    def info(self, **extra: Any) -> dict:
+        """A summary for the params file's "fit" entry."""
+        return {"loss": self.loss, "val_loss": _r(self.best.val_loss), "train_loss": _r(self.best.train_loss),
+                "restart": self.best.restart, "epochs": self.best.best_epoch, "rows_train": self.n_train,
+                "rows_val": self.n_val, "seconds": round(self.seconds, 1),
+                "restarts": [[r.restart, _r(r.val_loss), r.stopped] for r in self.restarts],
+                "config": asdict(self.config), **extra}
+
+
+def _r(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def load_demos(table: Table, tp) -> Demos:
+    """The columns the program needs, checked against its declarations."""
+    problems = []
+    cols: dict[str, dict] = {"obs": {}, "action": {}}
+    for prefix, decls in (("obs", tp.obs), ("action", tp.actions)):
+        for d in decls:
+            name = f"{prefix}.{d.name}"
+            spec = table.columns.get(name)
+            if spec is None:
+                problems.append(f'no column "{name}" (the table has {prefix} columns: '
+                                f'{", ".join(table.names(prefix)) or "none"})')
+            elif spec.shape != d.type.shape:
+                problems.append(f'column "{name}" has shape {list(spec.shape)} but {prefix} "{d.name}" '
+                                f"is declared {d.type}")
+            else:
+                v = np.asarray(table.column(name), np.float32)
+                if not np.all(np.isfinite(v)):
+                    problems.append(f'column "{name}" has non-finite values')
+                cols[prefix][d.name] = v
+    if problems:
+        raise FitError(f"the demonstration '{table.path}' does not fit policy \"{tp.name}\":\n"
+                       + "\n".join("  - " + p for p in problems))
+    if table.num_rows < 10:
+        raise FitError(f"the demonstration '{table.path}' has {table.num_rows} rows; fitting needs at least 10")
+    episode = table.column("episode") if "episode" in table.columns else np.zeros(table.num_rows, np.int32)
+    return Demos(cols["obs"], cols["action"], np.asarray(episode))
+
+
+def split(demos: Demos, val_fraction: float, seed: int) -> tuple[Demos, Demos]:
+    """A random (train, validation) split of the rows."""
+    n = demos.size
+    n_val = min(n - 1, max(1, int(round(n * val_fraction))))
+    perm = np.random.default_rng(seed).permutation(n)
+    return demos.take(np.sort(perm[n_val:])), demos.take(np.sort(perm[:n_val]))
+
+
+def diagnose_nonfinite(policy, params, demos: Demos) -> Optional[str]:
+    """Which value makes the loss non-finite at `params`, or None."""
+    import jax
+
+    mean, std, latents = jax.vmap(policy.distribution, in_axes=(None, 0))(params, demos.obs)
+    tp = policy.program
+    for lat in tp.latents:
+        bad = ~np.isfinite(np.asarray(latents[lat.name], np.float64))
+        if lat.type.base == "real" and bad.any():
+            return (f'latent "{lat.name}" is not finite on {_rows(bad)} of {demos.size} demonstration rows '
+                    f"(a log or sqrt of a negative value, or a division by zero?)")
+    for a in tp.actions:
+        m = np.asarray(mean[a.name], np.float64)
+        if not np.all(np.isfinite(m)):
+            return f'the mean of action "{a.name}" is not finite on {_rows(~np.isfinite(m))} rows'
+        if a.name in std:
+            s = np.asarray(std[a.name], np.float64)
+            bad = ~(np.isfinite(s) & (s > 0))
+            if bad.any():
+                return (f'the noise std of action "{a.name}" is zero, negative or not finite on {_rows(bad)} '
+                        f"of {demos.size} rows, where the likelihood is undefined; keep it positive, e.g. a "
+                        f"weight in [0.01, 1] or softplus(...) + 0.01")
+    return None
+
+
+def _rows(bad: np.ndarray) -> int:
+    return int(np.count_nonzero(bad.reshape(bad.shape[0], -1).any(axis=1)))
+
+
+def _batches(demos: Demos) -> Batch:
+    import jax.numpy as jnp
+
+    return Batch({k: jnp.asarray(v) for k, v in demos.obs.items()},
+                 {k: jnp.asarray(v) for k, v in demos.actions.items()}, jnp.ones(demos.size, jnp.float32))
+
+
+def _initial(policy, config: FitConfig, restart: int) -> dict:
+    import jax
+
+    key = jax.random.fold_in(jax.random.PRNGKey(config.seed), restart)
+    params = policy.init(key)
+    if restart == 0 or config.init_noise <= 0:
+        return params
+    names = [w.name for w in policy.program.weights]
+    keys = jax.random.split(jax.random.fold_in(key, 1), max(1, len(names)))
+    for k, name in zip(keys, names):
+        params[name] = params[name] + config.init_noise * jax.random.normal(k, params[name].shape)
+    return params
+
+
+class _Trainer:
+    """The jitted pieces of one fit: `epoch(state, key) -> (state, train loss)`, `val(params)`.
+
+    The data go in as arguments, not closed-over constants: constants would be
+    baked into the compiled program and make compiling it take seconds."""
+
+    def __init__(self, policy, train: Demos, val: Demos, config: FitConfig):
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        # The learning rate lives in the optimizer state, so lowering it does not recompile.
+        self.optimizer = optax.chain(optax.clip_by_global_norm(config.clip_norm),
+                                     optax.inject_hyperparams(optax.adam)(learning_rate=config.learning_rate))
+        loss = batch_loss(policy)
+        self.data, self.val_data = _batches(train), _batches(val)
+        n = train.size
+        bs = min(config.batch_size, n)
+        nb = -(-n // bs)
+        pad = nb * bs - n
+
+        def step(carry, xs):
+            params, opt_state, data = carry
+            idx, w = xs
+            batch = Batch({k: v[idx] for k, v in data.obs.items()}, {k: v[idx] for k, v in data.actions.items()}, w)
+            value, grads = jax.value_and_grad(loss)(params, batch)
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state, data), value * jnp.sum(w)
+
+        def epoch(state, idx, data):
+            weight = jnp.concatenate([jnp.ones(n), jnp.zeros(pad)]).reshape(nb, bs)
+            (params, opt_state, _), totals = jax.lax.scan(step, (*state, data), (idx, weight))
+            return (params, opt_state), jnp.sum(totals) / n
+
+        self.n, self.shape, self.pad = n, (nb, bs), pad
+        self._epoch = jax.jit(epoch)
+        self._val = jax.jit(loss)
+
+    def epoch(self, state, rng: np.random.Generator):
+        """One pass over the shuffled training rows (shuffled on the host: a jitted
+        permutation would add most of a second to every compile)."""
+        idx = np.concatenate([rng.permutation(self.n), np.zeros(self.pad, np.int64)]).astype(np.int32)
+        return self._epoch(state, idx.reshape(self.shape), self.data)
+
+    def val(self, params):
+        return self._val(params, self.val_data)
+
+    @staticmethod
+    def with_learning_rate(opt_state, lr: float):
+        """`opt_state` of `optimizer` with Adam's learning rate set to `lr`."""
+        clip_state, adam_state = opt_state
+        hyper = dict(adam_state.hyperparams, learning_rate=np.float32(lr))
+        return clip_state, adam_state._replace(hyperparams=hyper)
+
+
+def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = False) -> FitResult:
+    """Fit `policy` to `demos` (see the module docstring). Raises `FitError`
+    when every restart fails."""
+    t0 = time.perf_counter()
+    train, val = split(demos, config.val_fraction, config.seed)
+    start = _initial(policy, config, 0)
+    why = diagnose_nonfinite(policy, start, demos)
+    if why:
+        raise FitError(f"the imitation loss is not finite at the initial weights: {why}")
+    trainer = _Trainer(policy, train, val, config)
+    results, best_params = [], None
+    with _progress(progress, config) as bar:
+        for r in range(config.restarts):
+            params = start if r == 0 else _initial(policy, config, r)
+            res, params = _restart(trainer, params, r, config, bar)
+            results.append(res)
+            if math.isfinite(res.val_loss) and (best_params is None or res.val_loss < best.val_loss):
+                best, best_params = res, params
+    if best_params is None:
+        raise FitError("every restart diverged:\n" + "\n".join(f"  - restart {r.restart}: {r.stopped}"
+                                                               for r in results)
+                       + f"\nLower the learning rate (now {config.learning_rate}) or check the weights' "
+                         "constraints and the demonstration.")
+    return FitResult(best_params, best, tuple(results), kind(policy), train.size, val.size,
+                     time.perf_counter() - t0, config)
+
+
+def _restart(trainer: _Trainer, params, r: int, config: FitConfig, bar) -> tuple[RestartResult, Any]:
+    """Train from `params` until early stopping; the learning rate drops by
+    `lr_decay` after `lr_patience` epochs without a validation improvement."""
+    state = (params, trainer.optimizer.init(params))
+    rng = np.random.default_rng([config.seed, r])
+    best_val, best_train, best_epoch, best_params = float(trainer.val(params)), math.nan, 0, params
+    stopped, epoch, decayed, lr = "max epochs", 0, 0, config.learning_rate
+    task = bar.add_task(f"restart {r + 1}/{config.restarts}", total=config.max_epochs, train=math.nan,
+                        val=best_val)
+    for epoch in range(1, config.max_epochs + 1):
+        state, train_loss = trainer.epoch(state, rng)
+        train_loss, val_loss = float(train_loss), float(trainer.val(state[0]))
+        if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
+            which, value = ("training", train_loss) if not math.isfinite(train_loss) else ("validation", val_loss)
+            stopped = (f"diverged at epoch {epoch}: the {which} loss became {value} "
+                       f"(best validation loss so far {best_val:.4g})")
+            break
+        if val_loss < best_val - config.min_delta:
+            best_val, best_train, best_epoch, best_params = val_loss, train_loss, epoch, state[0]
+        bar.update(task, advance=1, train=train_loss, val=best_val)
+        if epoch - best_epoch >= config.patience:
+            stopped = "early stopping"
+            break
+        if epoch - max(best_epoch, decayed) >= config.lr_patience:
+            lr, decayed = lr * config.lr_decay, epoch
+            state = (state[0], trainer.with_learning_rate(state[1], lr))
+    bar.update(task, total=epoch, completed=epoch)
+    if best_epoch == 0:  # never improved on the start: a diverged restart has nothing to offer
+        best_train = best_val = math.nan if stopped.startswith("diverged") else best_val
+    return RestartResult(r, epoch, best_epoch, best_train, best_val, stopped), best_params
+
+
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def add_task(self, *args, **kw) -> int:
+        return 0
+
+    def update(self, *args, **kw) -> None:
+        pass
+
+
+def _progress(enabled: bool, config: FitConfig):
+    if not enabled:
+        return _NoProgress()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("train {task.fields[train]:.4g}  best val {task.fields[val]:.4g}"),
+                    TimeElapsedColumn(), console=Console(stderr=True))
