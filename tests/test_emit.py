@@ -183,3 +183,10 @@ action a : real in [-1, 5] = y
 expect y increasing in x
 expect y >= 0
 """
+
+
+def test_docs_with_quotes_and_backslashes_stay_inside_the_docstring(tmp_path):
+    tp = typed('policy p "says \\"\\"\\" and C:\\\\d"\nobs x : real "a \\\\n doc"\naction a : real = x\n', "odd\\dir.pol")
+    module = load_module(emit.emit_python(tp), tmp_path, "odd")
+    assert tp.doc.split()[1] in module.__doc__ and "odd\\dir.pol" in module.__doc__
+    assert float(module.apply({}, {"x": 2.0})[0]["a"]) == 2.0
