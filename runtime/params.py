@@ -16,8 +16,9 @@
 
 `weights` are the CONSTRAINED values (what the program computes with), by the
 names in the source, scalars as numbers and arrays as nested lists; `mlps` are
-the flax Dense params of each `mlp(...)` block by its key. Floats are written
-as the shortest decimal that reads back to the same float32.
+the flax Dense params of each `mlp(...)` block by its key. A weight is written
+as the shortest decimal that loads back to exactly the same params (0.1, not
+0.099999994), an mlp value as the shortest decimal of its float32.
 
 The structure hash. `structure_sha256` is the sha256 of a canonical JSON
 description of the checked program's dataflow: the names and shapes of the
@@ -40,7 +41,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from polc import typed as T
+from polc import transforms, typed as T
 from polc.typed import TypedProgram
 
 FORMAT = 1
@@ -116,6 +117,30 @@ def _nested(a: np.ndarray) -> Any:
     return [_nested(v) for v in a]
 
 
+def _unconstrain(values: Any, lo: float, hi: float) -> np.ndarray:
+    """Constrained values -> float32 unconstrained ones, as `load_params` computes them
+    (in float64, values on a bound moved just inside)."""
+    return np.asarray(transforms.unconstrain(_inside(values, lo, hi), lo, hi, np), np.float32)
+
+
+def _weight_text(u: np.ndarray, lo: float, hi: float) -> Any:
+    """A weight's constrained value(s) as the shortest decimals that load back to
+    exactly the unconstrained `u` (0.1 rather than 0.099999994); the value's own
+    shortest float32 text where no decimal of up to 9 digits does (a saturated
+    transform maps many u to one value)."""
+    x = np.asarray(transforms.constrain(np.asarray(u, np.float64), lo, hi, np))
+
+    def one(xi: float, ui: np.float32) -> float:
+        for digits in range(1, 10):
+            d = float(f"{xi:.{digits}g}")
+            if lo <= d <= hi and _unconstrain(d, lo, hi) == ui:
+                return d
+        return _short(xi)
+
+    flat = [one(float(xi), ui) for xi, ui in zip(x.reshape(-1), np.asarray(u, np.float32).reshape(-1))]
+    return _nested(np.asarray(flat, np.float64).reshape(x.shape)) if x.shape else flat[0]
+
+
 def _dump(obj: Any, indent: int = 0) -> str:
     """JSON with dicts one key a line and each innermost list of numbers on one line."""
     pad = " " * indent
@@ -137,14 +162,14 @@ def to_json(policy, params: Mapping[str, Any], info: Optional[Mapping[str, Any]]
     from polc import __version__
 
     tp: TypedProgram = policy.program
-    values = policy.constrain(params)
-    mlp_keys = sorted(k for k in params if k not in values)
+    names = {w.name for w in tp.weights}
+    mlp_keys = sorted(k for k in params if k not in names)
     doc: dict[str, Any] = {
         "polc_params": FORMAT,
         "policy": tp.name,
         "structure_sha256": structure_sha256(tp),
         "polc_version": __version__,
-        "weights": {w.name: _nested(np.asarray(values[w.name], np.float32)) for w in tp.weights},
+        "weights": {w.name: _weight_text(np.asarray(params[w.name], np.float32), w.lo, w.hi) for w in tp.weights},
         "mlps": {k: _tree(params[k]) for k in mlp_keys},
         "nodes": node_hashes(tp),
     }
@@ -256,8 +281,6 @@ def load_params(path: str, policy, allow_structure_change: bool = False) -> dict
     import jax
     import jax.numpy as jnp
 
-    from polc import transforms
-
     tp: TypedProgram = policy.program
     doc = read_params(path)
     template = jax.eval_shape(policy.init, jax.random.PRNGKey(0))
@@ -278,8 +301,7 @@ def load_params(path: str, policy, allow_structure_change: bool = False) -> dict
         if bad.any():
             raise ParamsError(f"'{path}': weight \"{w.name}\" = {doc['weights'][w.name]} is outside its "
                               f"constraint [{w.lo}, {w.hi}]")
-        u = transforms.unconstrain(_inside(v, w.lo, w.hi), w.lo, w.hi, np)
-        params[w.name] = jnp.asarray(u, jnp.float32)
+        params[w.name] = jnp.asarray(_unconstrain(v, w.lo, w.hi))
     for key in mlp_shapes:
         params[key] = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), doc["mlps"][key],
                                    is_leaf=lambda x: isinstance(x, list))

@@ -230,9 +230,12 @@ def rollout(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConf
     asynchronous = config.asynchronous if config.asynchronous is not None else n > 1
     envs = make_vector_env(spec, n, asynchronous)
     try:
-        return _run(envs, n, seeds, layout, step_fn, config, on_episode)
-    finally:
-        envs.close()
+        result = _run(envs, n, seeds, layout, step_fn, config, on_episode)
+    except BaseException:
+        envs.close(terminate=True)  # interrupted: do not wait for worker processes to finish a step
+        raise
+    envs.close()
+    return result
 
 
 def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: RolloutConfig,
