@@ -63,6 +63,8 @@ _CHARACTER_HINTS = {
     "|": "Boolean operators are words: `a and b`, `a or b`, `not a`.",
     "!": "Negation is the word `not`, as in `not (x > 0)`; `!=` means not equal.",
     "'": 'Doc strings use double quotes: "like this".',
+    "?": "Pol's conditional is `if c then a else b`.",
+    ".": "Pol has no methods or fields: call a function, like `sum(x)`; a number needs a digit after its point.",
     "%": "Pol has no `%` operator; compute what you need with `+ - * / ^` and the builtin functions.",
     "{": "Pol has no blocks: each declaration is one `keyword name ... = expression` line.",
     "}": "Pol has no blocks: each declaration is one `keyword name ... = expression` line.",

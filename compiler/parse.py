@@ -76,6 +76,20 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "action a : : real = 1",
         "action a : in [0, 1] = 1",
     ],
+    "An observation has no `=`: its value comes from the environment (a fitted constant is a `weight`).": [
+        "obs a : real = 1",
+        "obs a : real in [0, 1] = 1",
+        "obs a : real[2] = [1, 2]",
+    ],
+    "A range goes after the type and before `=`, like `weight k : real in [0, 2] = 1`; a latent states one "
+    "with `expect NAME in [lo, hi]`.": [
+        "weight k : real = 1 in [0, 2]",
+        "latent a = x in [0, 1]",
+    ],
+    "Equality is tested with `==`; a single `=` only gives a declaration its value.": [
+        "latent a = x = 1",
+        "latent a = x > 0 and y = 1",
+    ],
     "A range is written `in [lo, hi]`, `>= lo` or `<= hi`, with numbers as bounds.": [
         "obs a : real in 0, 1",
         "obs a : real in [0 1]",
@@ -112,6 +126,9 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "expect a in in [0, 1]",
         "expect a increasing in",
         "expect a decreasing in 1",
+        "expect a >= 0 and a <= 1",
+        "expect a increasing in x when y",
+        "expect a increasing in x and y",
     ],
     "This expression is incomplete: an operator is missing its right-hand side.": [
         "latent a = 1 +",
@@ -151,6 +168,9 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
     ],
     "Powers are written with `^`, like `x ^ 2`.": [
         "latent a = x ** 2",
+    ],
+    "Pol has no `//`; divide with `/` (and `sign`, `abs`, `min`, `max` for the rest).": [
+        "latent a = x // 2",
     ],
     "Comparisons do not chain; combine them with `and`, like `0 < x and x < 1`.": [
         "latent a = 0 < x < 1",
@@ -393,11 +413,14 @@ _BOUND_START = frozenset({"SIGN", "NUMBER", "INF", "MINUS", "PLUS"})
 
 _DECL_LABEL = next(iter(SYNTAX_EXAMPLES))
 _NAME_LABEL = next(k for k in SYNTAX_EXAMPLES if k.startswith("A name"))
-_RANGE_LABEL = next(k for k in SYNTAX_EXAMPLES if k.startswith("A range"))
+_RANGE_LABEL = next(k for k in SYNTAX_EXAMPLES if k.startswith("A range is written"))
+_EQUALITY_LABEL = next(k for k in SYNTAX_EXAMPLES if k.startswith("Equality"))
 _IF_LABEL = next(k for k in SYNTAX_EXAMPLES if k.startswith("`if`"))
 _DECL_LABELS = {kw: next(k for k in SYNTAX_EXAMPLES if k.startswith(start)) for kw, start in (
     ("obs", "An observation needs"), ("weight", "A weight needs"), ("latent", "A latent needs"),
     ("action", "An action needs"))}
+_SLASH_COMMENT = "Comments start with `#`, not `//`."
+_SEMICOLON = "Declarations need no `;` between them: start each on its own line."
 _SLICE = "A slice like `2:6` can only appear inside an index, like `x[2:6, 0]`."
 _STRAY_COMMA = "This comma is outside any call or bracket; a `(` may be missing, like `clip(x, 0, 1)`."
 _LEFT_OVER = "The declaration before this is already complete; remove what is left over or check its brackets."
@@ -418,6 +441,25 @@ def _token_type(e: UnexpectedInput) -> Optional[str]:
     return tok.type if tok is not None else None
 
 
+def _token_text(e: UnexpectedInput) -> Optional[str]:
+    tok = getattr(e, "token", None)
+    return str(tok) if tok is not None else None
+
+
+def _in_expression(acc: frozenset) -> bool:
+    """Whether the parser was in the middle of an expression: after a value, or expecting one."""
+    return bool(acc & _OPERATORS) or len(acc & _VALUE_START) >= 4
+
+
+def _token_class(tok: Optional[str]) -> Optional[str]:
+    """Tokens that a syntax example may stand for one another."""
+    for name, members in (("value", _VALUE_START), ("operator", _OPERATORS), ("closer", _CLOSERS),
+                          ("end", _DECL_KEYWORDS | {"$END"})):
+        if tok in members:
+            return name
+    return tok
+
+
 def _accepts(e: UnexpectedInput) -> frozenset:
     if isinstance(e, UnexpectedToken):
         return frozenset(e.accepts or e.expected or ())
@@ -425,14 +467,14 @@ def _accepts(e: UnexpectedInput) -> frozenset:
 
 
 @functools.lru_cache(maxsize=1)
-def _example_table() -> tuple[tuple[object, Optional[str], frozenset, str], ...]:
+def _example_table() -> tuple[tuple[object, Optional[str], str, frozenset, str], ...]:
     rows = []
     for label, examples in SYNTAX_EXAMPLES.items():
         for example in examples:
             try:
                 _parser().parse(example)
             except UnexpectedInput as e:
-                rows.append((_state(e), _token_type(e), _accepts(e), label))
+                rows.append((_state(e), _token_type(e), _token_text(e), _accepts(e), label))
             else:
                 raise ice(f"the syntax example {example!r} parses")
     return tuple(rows)
@@ -447,11 +489,23 @@ def syntax_label(e: UnexpectedInput, text: str) -> str:
         unbalanced = _unbalanced(e, text)
         if unbalanced:
             return unbalanced
+    if _token_text(e) == "/" and re.search(r"(^|\n)[ \t]*/$", text[:e.token.start_pos]):
+        return _SLASH_COMMENT
     best, score = None, -1
-    for s, t, a, label in _example_table():
-        # Same LALR state, and a lookahead in common: the same mistake, maybe in another context.
-        if s == state and (a & acc or a == acc) and 2 * (a == acc) + (t == tok) > score:
-            best, score = label, 2 * (a == acc) + (t == tok)
+    for s, t, v, a, label in _example_table():
+        # Same LALR state and a lookahead in common: the same mistake, maybe in another
+        # context. Inside an expression the unexpected token must be of the same kind too
+        # (`x y` and `x = 1` fail in one state). Prefer the same lookaheads, then the same
+        # token, then the same text (`**` and `//` are both MULOP MULOP).
+        if s != state or not (a & acc or a == acc):
+            continue
+        if _in_expression(acc) and _token_class(t) != _token_class(tok):
+            continue
+        this = 4 * (a == acc) + 2 * (t == tok) + (v == _token_text(e))
+        if this > score:
+            best, score = label, this
+    if best == _EQUALITY_LABEL and _open_brackets(e, text):
+        best = _NOT_CLOSED  # `hidden = [64, 64, out = 3`: a bracket left open, not a comparison
     if best is not None:
         # The states after a type or a range are shared by obs, weight and action:
         # name the declaration actually being written.
@@ -468,6 +522,8 @@ def _fallback_label(e: UnexpectedInput, text: str, tok: Optional[str], acc: froz
         return _SLICE
     if tok == "COMMA" and acc & _DECL_KEYWORDS:
         return _STRAY_COMMA
+    if tok == "SEMICOLON" and acc & _DECL_KEYWORDS:
+        return _SEMICOLON
     if tok in ("$END", "STRING", "TILDE", *_DECL_KEYWORDS) and acc & _CLOSERS:
         return _NOT_CLOSED
     if (tok == "IF" and acc & _OPERATORS) or acc & {"THEN", "ELSE"}:
@@ -491,14 +547,20 @@ def _decl_code(e: UnexpectedInput, text: str) -> str:
     return code[starts[-1]:] if starts else code
 
 
-def _unbalanced(e: UnexpectedToken, text: str) -> Optional[str]:
-    """A sentence if the unexpected `)` or `]` does not close the innermost open bracket."""
+def _open_brackets(e: UnexpectedToken, text: str) -> list[str]:
+    """The brackets still open before the error, in its declaration, innermost last."""
     stack = []
     for ch in _decl_code(e, text):
         if ch in "([":
             stack.append(ch)
         elif ch in ")]" and stack:
             stack.pop()
+    return stack
+
+
+def _unbalanced(e: UnexpectedToken, text: str) -> Optional[str]:
+    """A sentence if the unexpected `)` or `]` does not close the innermost open bracket."""
+    stack = _open_brackets(e, text)
     close = str(e.token)
     if not stack:
         return f"This `{close}` has nothing to close; remove it or add the `{_OPENER[close]}` it belongs to."

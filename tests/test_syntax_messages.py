@@ -44,6 +44,13 @@ def test_example_yields_its_own_label(label, example):
     ("weight k : real >= 0 0.5", "A weight needs a type and an initial value"),
     ("action a : real[2] [0, 1] = 0", "An action needs a type and `=`"),
     ("obs x : real\nlatent e = x\nexpect e in [0, , 1]", "A range is written"),
+    ("obs x : real\nlatent a = x\n// the error\nlatent b = x", "Comments start with `#`, not `//`."),
+    ("obs x : real\nlatent a = x; latent b = x", "Declarations need no `;`"),
+    ("obs x : real\nlatent a = mlp(x; hidden = [64, 64, out = 3)", "A parenthesis, bracket or call is not closed"),
+    ("obs x : real\nlatent a = x > 0 and x = 1", "Equality is tested with `==`"),
+    ("obs x : real[2] in [0, 1] = [0.5, 0.5]", "An observation has no `=`"),
+    ("obs x : real\naction a : real = x in [0, 1]", "A range goes after the type and before `=`"),
+    ("obs x : real\naction a : real real = x", "An action needs a type"),
 ])
 def test_labels_beyond_the_examples(text, label):
     assert _parse_error(text).message.startswith(label)
