@@ -446,9 +446,10 @@ def _token_text(e: UnexpectedInput) -> Optional[str]:
     return str(tok) if tok is not None else None
 
 
-def _in_expression(acc: frozenset) -> bool:
-    """Whether the parser was in the middle of an expression: after a value, or expecting one."""
-    return bool(acc & _OPERATORS) or len(acc & _VALUE_START) >= 4
+def _token_matters(acc: frozenset) -> bool:
+    """Whether the parser was after a value, expecting one, or after a complete declaration:
+    there, what comes next decides the mistake (`x y`, `x = 1`, `x then`, `x;` all fail in one state)."""
+    return bool(acc & (_OPERATORS | _DECL_KEYWORDS)) or len(acc & _VALUE_START) >= 4
 
 
 def _token_class(tok: Optional[str]) -> Optional[str]:
@@ -494,12 +495,11 @@ def syntax_label(e: UnexpectedInput, text: str) -> str:
     best, score = None, -1
     for s, t, v, a, label in _example_table():
         # Same LALR state and a lookahead in common: the same mistake, maybe in another
-        # context. Inside an expression the unexpected token must be of the same kind too
-        # (`x y` and `x = 1` fail in one state). Prefer the same lookaheads, then the same
+        # context. Where the token matters it must be of the same kind too. Prefer the same lookaheads, then the same
         # token, then the same text (`**` and `//` are both MULOP MULOP).
         if s != state or not (a & acc or a == acc):
             continue
-        if _in_expression(acc) and _token_class(t) != _token_class(tok):
+        if _token_matters(acc) and _token_class(t) != _token_class(tok):
             continue
         this = 4 * (a == acc) + 2 * (t == tok) + (v == _token_text(e))
         if this > score:
