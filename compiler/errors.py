@@ -43,6 +43,11 @@ def fmt_num(x: float) -> str:
     return f"{x:.6g}"
 
 
+def plural(n: int, word: str, words: Optional[str] = None) -> str:
+    """`1 axis`, `2 axes`, `0 indices`."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
 def fmt_shape(shape: tuple[int, ...]) -> str:
     return "scalar" if not shape else "[" + ", ".join(map(str, shape)) + "]"
 
@@ -203,6 +208,9 @@ def unused(span: Span, kind: str, name: str) -> Diagnostic:
 
 
 def mono_unrelated(span: Span, target: str, var: str) -> Diagnostic:
+    if target == var:
+        return _warn("W0110", "Semantic", span, f'An intent relating "{target}" to itself says nothing.',
+                     f'After `in`, name a value that "{target}" is computed from.')
     return _warn("W0110", "Semantic", span,
                  f'"{target}" does not depend on "{var}", so this intent says nothing.',
                  f'After `in`, name a value that "{target}" is computed from, or compute "{target}" from "{var}".')
@@ -234,11 +242,13 @@ def index_out_of_bounds(span: Span, index: int, size: int, axis: int) -> Diagnos
 
 
 def too_many_indices(span: Span, count: int, shape: tuple[int, ...]) -> Diagnostic:
+    given = plural(count, "index", "indices") + (" is" if count == 1 else " are")
     if not shape:
-        return _err("E0204", "Semantic", span, f"{count} indices given, but the value is a scalar.",
+        return _err("E0204", "Semantic", span, f"{given} given, but the value is a scalar.",
                     "A scalar cannot be indexed; use the value itself.")
     return _err("E0204", "Semantic", span,
-                f"{count} indices given, but the value has shape {fmt_shape(shape)} ({len(shape)} axes).",
+                f"{given} given, but the value has shape {fmt_shape(shape)} "
+                f"({plural(len(shape), 'axis', 'axes')}).",
                 f"Give at most {len(shape)}, one per axis from the first.")
 
 
@@ -248,7 +258,8 @@ def index_not_constant(span: Span) -> Diagnostic:
 
 
 def wrong_arity(span: Span, func: str, expected: str, found: int) -> Diagnostic:
-    return _err("E0206", "Semantic", span, f"`{func}` takes {expected}, but {found} were given.")
+    return _err("E0206", "Semantic", span,
+                f"`{func}` takes {expected}, but {found} {'was' if found == 1 else 'were'} given.")
 
 
 def unknown_keyword(span: Span, func: str, name: str, allowed: Sequence[str]) -> Diagnostic:
@@ -275,8 +286,10 @@ def ragged_vector(span: Span, first: str, other: str) -> Diagnostic:
 
 def bad_axis(span: Span, axis: int, ndim: int) -> Diagnostic:
     return _err("E0210", "Semantic", span,
-                f"Axis {axis} does not exist for a value with {ndim} axes.",
-                f"Use an axis from 0 to {ndim - 1}." if ndim else "Reductions need an array argument.")
+                f"Axis {axis} does not exist for a value with {plural(ndim, 'axis', 'axes')}.",
+                f"Use an axis from 0 to {ndim - 1}." if ndim > 1 else
+                "Its only axis is 0, which is the default: leave `axis` out." if ndim else
+                "A scalar has no axes: leave `axis` out, or reduce an array.")
 
 
 def bad_keyword_value(span: Span, func: str, name: str, expected: str) -> Diagnostic:
