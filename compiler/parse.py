@@ -704,6 +704,8 @@ def _too_deep(tree: lark.Tree):
 
 def parse_program(text: str, file: str = "<string>") -> ast.Program:
     """Parse Pol source text. Raises `PolError` with a located diagnostic on bad syntax."""
+    if text.startswith("\ufeff"):  # a byte-order mark some editors write; not a column
+        text = text[1:]
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as e:

@@ -137,3 +137,13 @@ def test_messages_never_show_internal_names(text):
         (diag,) = e.diagnostics
         assert not INTERNAL.search(diag.message.replace("`", " ")), diag.message
         assert diag.message.endswith(".")
+
+
+def test_a_byte_order_mark_is_not_a_character():
+    program = parse.parse_program("\ufeffobs x : real\naction u : real = x\n", "t.pol")
+    assert program.decls[0].name_span.column == 5
+
+
+def test_crlf_line_endings_keep_columns():
+    diag = _parse_error("obs x : real\r\nlatent a = x +\r\naction u : real = a\r\n")
+    assert (diag.span.line, diag.span.column) == (2, 15)
