@@ -26,7 +26,8 @@ from typing import Any, Iterator, Optional
 
 from polc.cli import UsageError, _load
 
-from .table import TableError, TableWriter, read_table
+# Imported by every `polc` invocation (to register the commands), so nothing heavy
+# at module level: `polc check` must stay free of numpy/pyarrow/jax.
 
 
 def _env(name: str):
@@ -68,6 +69,8 @@ class _Failure(Exception):
 
 
 def _table(path: str):
+    from .table import TableError, read_table
+
     try:
         return read_table(path)
     except TableError as e:
@@ -105,7 +108,7 @@ def _env_meta(spec) -> dict:
 
 
 @contextlib.contextmanager
-def _writing(writer: TableWriter) -> Iterator[TableWriter]:
+def _writing(writer) -> Iterator:
     """Close `writer` when the block ends normally; on Ctrl-C or SIGTERM keep the
     finished episodes (saying where), on any other error remove the temporary file."""
     with _sigterm_interrupts():
@@ -134,6 +137,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
     from polc import __version__
 
     from .demos import demo_columns, write_demos
+    from .table import TableWriter
 
     spec = _env(args.env)
     seeds = list(range(args.seed, args.seed + args.episodes))
@@ -164,7 +168,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     policy = _policy(args.file)
     table = _table(args.demos)
-    config = FitConfig(learning_rate=args.lr, batch_size=args.batch_size, max_epochs=args.epochs,
+    config = FitConfig(learning_rate=args.lr, mlp_learning_rate=args.mlp_lr, batch_size=args.batch_size,
+                       max_epochs=args.epochs,
                        patience=args.patience, val_fraction=args.val_fraction, restarts=args.restarts,
                        seed=args.seed)
     try:
@@ -209,6 +214,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
     from .params import params_sha256, structure_sha256
     from .rollout import TraceLayout, rollout
+    from .table import TableWriter
 
     spec = _env(args.env)
     policy = _policy(args.file)
@@ -269,6 +275,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from .plot import default_output, plot
+    from .table import TableError
 
     table = _table(args.table)
     output = args.output or default_output(args.table, args.columns)
@@ -321,7 +328,8 @@ def register(sub: Any) -> None:
     c.add_argument("-o", "--output", required=True, help="the params file to write (JSON)")
     c.add_argument("--restarts", type=int, default=3)
     c.add_argument("--epochs", type=int, default=2000, help="maximum epochs per restart")
-    c.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
+    c.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate of the named weights")
+    c.add_argument("--mlp-lr", type=float, default=1e-3, help="Adam learning rate of mlp(...) blocks")
     c.add_argument("--batch-size", type=int, default=256)
     c.add_argument("--patience", type=int, default=100, help="epochs without validation improvement")
     c.add_argument("--val-fraction", type=float, default=0.2)

@@ -7,12 +7,14 @@
 The loss is `losses.batch_loss` (Gaussian NLL for noisy actions, squared
 error otherwise). Weights are optimised in their UNCONSTRAINED space (the
 params `policy.init` makes), so every constraint holds at every step by
-construction. Adam over shuffled minibatches, one jitted `lax.scan` per
-epoch; a random `val_fraction` of the rows is held out; the learning rate
-halves after `lr_patience` epochs without a validation improvement, and a
-restart stops after `patience` such epochs, keeping its best params. Restart 0 starts from the weights declared in the source;
-restart k >= 1 perturbs them in the unconstrained space (and draws new mlp
-weights). The restart with the lowest validation loss wins. A loss that becomes
+construction. Adam over shuffled minibatches (learning rate 1e-2 for the
+named weights, 1e-3 for mlp blocks), one jitted `lax.scan` per epoch; a random
+`val_fraction` of the rows is held out; the learning rates halve after
+`lr_patience` epochs without a validation improvement, and a restart stops
+after `patience` such epochs, keeping its best params. Restart 0 starts from
+the weights declared in the source; restart k >= 1 perturbs them in the
+unconstrained space (and draws new mlp weights). The restart with the lowest
+validation loss wins. A loss that becomes
 non-finite ends that restart with a message; if it is non-finite at the start,
 `FitError` says which value (latent, mean or std) is to blame.
 """
@@ -36,7 +38,8 @@ class FitError(Exception):
 
 @dataclass(frozen=True)
 class FitConfig:
-    learning_rate: float = 1e-2
+    learning_rate: float = 1e-2      # Adam's, for the named weights (O(1) gains)
+    mlp_learning_rate: float = 1e-3  # Adam's, for the parameters of mlp(...) blocks
     batch_size: int = 256
     max_epochs: int = 2000
     patience: int = 100       # epochs without a validation improvement before a restart stops
@@ -193,9 +196,16 @@ class _Trainer:
         import jax.numpy as jnp
         import optax
 
-        # The learning rate lives in the optimizer state, so lowering it does not recompile.
-        self.optimizer = optax.chain(optax.clip_by_global_norm(config.clip_norm),
-                                     optax.inject_hyperparams(optax.adam)(learning_rate=config.learning_rate))
+        # Named weights and mlp parameters get their own Adam; the final scale (the
+        # learning-rate decay) lives in the optimizer state, so lowering it does not recompile.
+        weights = {w.name for w in policy.program.weights}
+        self.optimizer = optax.chain(
+            optax.clip_by_global_norm(config.clip_norm),
+            optax.multi_transform({"weight": optax.adam(config.learning_rate),
+                                   "mlp": optax.adam(config.mlp_learning_rate)},
+                                  lambda p: {k: jax.tree.map(lambda _: "weight" if k in weights else "mlp", v)
+                                             for k, v in p.items()}),
+            optax.inject_hyperparams(optax.scale)(step_size=1.0))
         loss = batch_loss(policy)
         self.data, self.val_data = _batches(train), _batches(val)
         n = train.size
@@ -230,11 +240,11 @@ class _Trainer:
         return self._val(params, self.val_data)
 
     @staticmethod
-    def with_learning_rate(opt_state, lr: float):
-        """`opt_state` of `optimizer` with Adam's learning rate set to `lr`."""
-        clip_state, adam_state = opt_state
-        hyper = dict(adam_state.hyperparams, learning_rate=np.float32(lr))
-        return clip_state, adam_state._replace(hyperparams=hyper)
+    def with_decay(opt_state, factor: float):
+        """`opt_state` of `optimizer` with the learning rates scaled by `factor`."""
+        clip_state, adam_states, scale_state = opt_state
+        hyper = dict(scale_state.hyperparams, step_size=np.float32(factor))
+        return clip_state, adam_states, scale_state._replace(hyperparams=hyper)
 
 
 def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = False) -> FitResult:
@@ -258,8 +268,8 @@ def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = 
     if best_params is None:
         raise FitError("every restart diverged:\n" + "\n".join(f"  - restart {r.restart}: {r.stopped}"
                                                                for r in results)
-                       + f"\nLower the learning rate (now {config.learning_rate}) or check the weights' "
-                         "constraints and the demonstration.")
+                       + f"\nLower the learning rate (now {config.learning_rate}; {config.mlp_learning_rate} for "
+                         "mlp blocks) or check the weights' constraints and the demonstration.")
     return FitResult(best_params, best, tuple(results), kind(policy), train.size, val.size,
                      time.perf_counter() - t0, config)
 
@@ -270,7 +280,7 @@ def _restart(trainer: _Trainer, params, r: int, config: FitConfig, bar) -> tuple
     state = (params, trainer.optimizer.init(params))
     rng = np.random.default_rng([config.seed, r])
     best_val, best_train, best_epoch, best_params = float(trainer.val(params)), math.nan, 0, params
-    stopped, epoch, decayed, lr = "max epochs", 0, 0, config.learning_rate
+    stopped, epoch, decayed, factor = "max epochs", 0, 0, 1.0
     task = bar.add_task(f"restart {r + 1}/{config.restarts}", total=config.max_epochs, train=math.nan,
                         val=best_val)
     for epoch in range(1, config.max_epochs + 1):
@@ -288,8 +298,8 @@ def _restart(trainer: _Trainer, params, r: int, config: FitConfig, bar) -> tuple
             stopped = "early stopping"
             break
         if epoch - max(best_epoch, decayed) >= config.lr_patience:
-            lr, decayed = lr * config.lr_decay, epoch
-            state = (state[0], trainer.with_learning_rate(state[1], lr))
+            factor, decayed = factor * config.lr_decay, epoch
+            state = (state[0], trainer.with_decay(state[1], factor))
     bar.update(task, total=epoch, completed=epoch)
     if best_epoch == 0:  # never improved on the start: a diverged restart has nothing to offer
         best_train = best_val = math.nan if stopped.startswith("diverged") else best_val

@@ -18,13 +18,12 @@ import difflib
 import math
 import os
 import re
-import tempfile
 import textwrap
 from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .table import Table, TableError
+from .table import Table, TableError, temporary_beside
 
 MAX_LINES = 12  # elements of an array column drawn without an index
 
@@ -161,10 +160,8 @@ def _scatter(ax, series: Sequence[Series], rows: np.ndarray, episode: np.ndarray
 
 
 def _save(canvas, output: str) -> str:
-    directory = os.path.dirname(os.path.abspath(output))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(output) + ".", suffix=".tmp")
-    os.close(fd)
+    """Write the PNG atomically: no half-written image under `output`."""
+    tmp = temporary_beside(output)
     try:
         canvas.print_png(tmp)
         os.replace(tmp, output)

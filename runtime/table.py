@@ -53,6 +53,20 @@ DTYPES = {"float32": pa.float32(), "bool": pa.bool_(), "int32": pa.int32(), "int
 WRITE_OPTIONS = dict(use_dictionary=False, compression="snappy", write_statistics=True)
 
 
+def temporary_beside(path: str) -> str:
+    """A new hidden temporary file in `path`'s directory (created if needed), for an
+    atomic `os.replace` onto `path`. Its mode follows the umask like an ordinary new
+    file's (mkstemp's own 0600 would carry over to the final file)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    os.close(fd)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)
+    return tmp
+
+
 class TableError(Exception):
     """A table that cannot be read or written as asked; the message says why."""
 
@@ -151,10 +165,7 @@ class TableWriter:
         self.episodes = 0
         self.rows = 0
         self.final_path: Optional[str] = None
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-        os.close(fd)
+        self._tmp = temporary_beside(path)
         split = [c.leaf_path() for c in self.columns if c.dtype == "float32"]
         self._writer: Optional[pq.ParquetWriter] = pq.ParquetWriter(
             self._tmp, self.schema, use_byte_stream_split=split, **WRITE_OPTIONS)

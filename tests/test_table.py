@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 
 import numpy as np
 import pyarrow as pa
@@ -96,6 +97,9 @@ def test_nothing_appears_under_the_final_name_until_close(tmp_path):
     assert not path.exists()
     w.close()
     assert path.exists() and os.listdir(tmp_path) == ["t.parquet"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask  # like any new file, not mkstemp's 0600
 
 
 def test_interrupted_run_keeps_finished_episodes_in_a_partial_file(tmp_path):
