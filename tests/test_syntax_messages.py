@@ -6,7 +6,7 @@ import re
 import pytest
 from lark.exceptions import UnexpectedInput
 
-from polc import parse
+from polc import parse, syntax_errors
 from polc.diagnostics import PolError
 
 EXAMPLES = [(label, example) for label, examples in parse.SYNTAX_EXAMPLES.items() for example in examples]
@@ -24,7 +24,7 @@ def test_example_yields_its_own_label(label, example):
     """The `match_examples` contract: every example is matched back to its own label."""
     with pytest.raises(UnexpectedInput) as info:
         parse._parser().parse(example)
-    assert parse.syntax_label(info.value, example) == label
+    assert parse.syntax_label(info.value, example, parse._parser()) == label
     diag = _parse_error(example)
     assert diag.code == "E0001"
     assert diag.message.startswith(label)
@@ -106,7 +106,7 @@ INTERNAL = re.compile(r"__ANON|\b(RPAR|LPAR|RSQB|LSQB|COMMA|COLON|SEMICOLON|EQUA
 
 def test_every_terminal_has_a_readable_label():
     for terminal in parse._parser().terminals:
-        label = parse._token_label(terminal.name)
+        label = syntax_errors.token_label(terminal.name, parse._parser())
         assert not INTERNAL.search(label), (terminal.name, label)
 
 
