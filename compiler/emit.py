@@ -165,7 +165,7 @@ class _Printer:
         if e.op not in _INFIX:
             return f"{self.lower.BINARY_OPS[e.op]}({left}, {right})"
         if self.pyscalar(e.l) and (self.pyscalar(e.r) or n is not None):
-            left = f"jnp.float32({left})"
+            left = f"{'jnp.bool_' if e.l.type.base == T.BOOL else 'jnp.float32'}({left})"
         return f"{left} {_INFIX[e.op]} {right}"
 
     def expr_Select(self, e: T.Select) -> str:

@@ -324,3 +324,11 @@ def test_the_lowered_apply_is_the_program_a_person_would_write():
     params = policy.init(jax.random.PRNGKey(0))
     obs = {"x": np.zeros(3, np.float32), "m": np.zeros((2, 3), np.float32)}
     assert str(jax.make_jaxpr(policy.apply)(params, obs)) == str(jax.make_jaxpr(jax.jit(apply))(params, obs))
+
+
+def test_an_mlp_inside_a_noise_std_gets_params_too():
+    policy = compile_text("obs x : real\naction a : real = x ~ normal(std = 0.1 + softplus(mlp(x; hidden = [2])))")
+    params = policy.init(jax.random.PRNGKey(0))
+    assert set(params) == {"a.mlp"}
+    _, std, _ = policy.distribution(params, {"x": 1.0})
+    assert float(std["a"]) > 0.1
