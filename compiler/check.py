@@ -82,6 +82,21 @@ def _shape_of(v) -> Optional[tuple[int, ...]]:
     return (len(v),) + shapes.pop()
 
 
+def _ragged(e: ast.Expr) -> tuple[ast.Span, tuple[int, ...], tuple[int, ...]]:
+    """In a constant literal whose rows differ in shape: the first odd item, the
+    shape of the first item and its own."""
+    while isinstance(e, ast.Unary):
+        e = e.operand
+    if isinstance(e, ast.Vector):
+        shapes = [_shape_of(_const_value(i)) for i in e.items]
+        for item, shape in zip(e.items, shapes):
+            if shape is None:
+                return _ragged(item)
+            if shape != shapes[0]:
+                return item.span, shapes[0], shape
+    raise ice("a ragged literal with no ragged part")
+
+
 def _flat(v) -> list[float]:
     return [x for item in v for x in _flat(item)] if isinstance(v, tuple) else [v]
 
@@ -210,7 +225,8 @@ class _Checker:
             return None
         shape = _shape_of(value)
         if shape is None:
-            self.error(errors.ragged_vector(d.init.span, "items of different shapes", "a ragged literal"))
+            span, first, other = _ragged(d.init)
+            self.error(errors.ragged_vector(span, str(Type(REAL, first)), str(Type(REAL, other)), d.name))
             return None
         if shape == () and typ.shape:
             value = _fill(typ.shape, value)

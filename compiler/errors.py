@@ -277,11 +277,15 @@ def declared_type_mismatch(span: Span, name: str, declared: str, found: str) -> 
                 f'"{name}" is declared as {declared}, but its expression is {found}.', hint + ".")
 
 
-def ragged_vector(span: Span, first: str, other: str) -> Diagnostic:
-    return _err("E0209", "Semantic", span,
-                f"The items of a vector literal must have one type and shape, but found {first} and {other}.",
-                "A vector literal stacks values of one shape; to feed values of several shapes to an MLP, "
+def ragged_vector(span: Span, first: str, other: str, weight: Optional[str] = None) -> Diagnostic:
+    """`weight` names the weight whose initial value is ragged, if that is where it is."""
+    if weight is not None:
+        hint = f'Give every row of the initial value of "{weight}" the same length, like `[[1, 2], [3, 4]]`.'
+    else:
+        hint = ("A vector literal stacks values of one shape; to feed values of several shapes to an MLP, "
                 "pass them as separate inputs: `mlp(a, b, c)`.")
+    return _err("E0209", "Semantic", span,
+                f"The items of a vector literal must have one type and shape, but found {first} and {other}.", hint)
 
 
 def bad_axis(span: Span, axis: int, ndim: int) -> Diagnostic:
