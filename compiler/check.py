@@ -689,7 +689,9 @@ class _Checker:
             actions=tuple(self.typed_nodes[n] for n in self.decls if self.kinds[n] == "action"),
             intents=tuple(intents),
             nodes=nodes,
-            mlps=tuple(m for n in nodes for m in T.mlps_in(n.expr)),
+            # Every learned block, those inside a noise std included.
+            mlps=tuple(m for n in nodes for e in (n.expr, getattr(n, "std", None)) if e is not None
+                       for m in T.mlps_in(e)),
             file=self.prog.file,
             source=self.prog.text,
         )
