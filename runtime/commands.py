@@ -169,16 +169,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
     policy = _policy(args.file)
     table = _table(args.demos)
     config = FitConfig(learning_rate=args.lr, mlp_learning_rate=args.mlp_lr, batch_size=args.batch_size,
-                       max_epochs=args.epochs,
-                       patience=args.patience, val_fraction=args.val_fraction, restarts=args.restarts,
-                       seed=args.seed)
+                       max_epochs=args.epochs, patience=args.patience, val_fraction=args.val_fraction,
+                       restarts=args.restarts, seed=args.seed)
     try:
         demos = load_demos(table, policy.program)
         result = fit(policy, demos, config, progress=not args.quiet)
     except FitError as e:
         return _fail(str(e))
-    save_params(args.output, policy, result.params,
-                result.info(demos=args.demos))
+    save_params(args.output, policy, result.params, result.info(demos=args.demos))
     b = result.best
     print(f"wrote {args.output}: {result.loss} validation {b.val_loss:.4g} (train {b.train_loss:.4g}), "
           f"restart {b.restart + 1} of {config.restarts} at epoch {b.best_epoch}, {result.seconds:.1f} s",

@@ -87,11 +87,12 @@ class FitResult(NamedTuple):
     config: FitConfig
 
     def info(self, **extra: Any) -> dict:
-        """A summary for the params file's "fit" entry."""
+        """A summary for the params file's "fit" entry (restarts counted from 1)."""
         return {"loss": self.loss, "val_loss": _r(self.best.val_loss), "train_loss": _r(self.best.train_loss),
-                "restart": self.best.restart, "epochs": self.best.best_epoch, "rows_train": self.n_train,
+                "restart": self.best.restart + 1, "epoch": self.best.best_epoch, "rows_train": self.n_train,
                 "rows_val": self.n_val, "seconds": round(self.seconds, 1),
-                "restarts": [[r.restart, _r(r.val_loss), r.stopped] for r in self.restarts],
+                "restarts": [{"restart": r.restart + 1, "epochs": r.epochs, "val_loss": _r(r.val_loss),
+                              "stopped": r.stopped} for r in self.restarts],
                 "config": asdict(self.config), **extra}
 
 
@@ -266,7 +267,7 @@ def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = 
             if math.isfinite(res.val_loss) and (best_params is None or res.val_loss < best.val_loss):
                 best, best_params = res, params
     if best_params is None:
-        raise FitError("every restart diverged:\n" + "\n".join(f"  - restart {r.restart}: {r.stopped}"
+        raise FitError("every restart diverged:\n" + "\n".join(f"  - restart {r.restart + 1}: {r.stopped}"
                                                                for r in results)
                        + f"\nLower the learning rate (now {config.learning_rate}; {config.mlp_learning_rate} for "
                          "mlp blocks) or check the weights' constraints and the demonstration.")

@@ -59,7 +59,8 @@ def test_fitting_recovers_the_weights_that_generated_the_demonstration(demos):
     assert len(result.restarts) == 2 and result.best.val_loss == min(r.val_loss for r in result.restarts)
     info = result.info(demos="reach.parquet")  # what the params file records
     assert info["loss"] == "gaussian_nll" and info["demos"] == "reach.parquet" and info["config"]["restarts"] == 2
-    assert [r[0] for r in info["restarts"]] == [0, 1] and math.isfinite(info["val_loss"])
+    assert [r["restart"] for r in info["restarts"]] == [1, 2] and math.isfinite(info["val_loss"])
+    assert info["restart"] == result.best.restart + 1 and info["epoch"] == result.best.best_epoch
 
 
 def test_actions_without_noise_are_fitted_by_squared_error(demos):
@@ -102,7 +103,7 @@ def test_divergence_is_reported_not_returned(demos):
     # Gains below the demonstration's and no clip on the action: an enormous first step
     # sends kp = exp(u) and the mean to infinity.
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1).replace("action push : real in [-1, 1]", "action push : real"))
-    with pytest.raises(FitError, match=r"every restart diverged:\n  - restart 0: diverged at epoch \d+"):
+    with pytest.raises(FitError, match=r"every restart diverged:\n  - restart 1: diverged at epoch \d+"):
         fit(policy, demos, FitConfig(learning_rate=1e9, max_epochs=50, restarts=2))
 
 

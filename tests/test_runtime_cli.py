@@ -152,3 +152,11 @@ def test_sigterm_keeps_finished_episodes_and_no_file_under_the_final_name(tmp_pa
     assert partial.complete is False and len(partial.episodes) >= 3
     assert list(partial.episodes) == list(range(len(partial.episodes)))
     assert all(len(partial.column("step")[partial.column("episode") == e]) == 50 for e in partial.episodes)
+
+
+def test_registering_the_commands_imports_nothing_heavy():
+    # Every `polc` run (`polc check` included) builds the parser, which registers these commands.
+    code = ("import sys, polc.cli; polc.cli.build_parser(); "
+            "print(sorted(m for m in ('jax', 'numpy', 'pyarrow', 'gymnasium') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

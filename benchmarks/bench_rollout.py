@@ -1,0 +1,208 @@
+"""Rollouts of a compiled policy on Car Racing: traced vs untraced, one env vs
+vectorised, and the Parquet settings of the trace, side by side.
+
+    .venv/bin/python benchmarks/bench_rollout.py [--reps 5] [--episodes 4] [--params P] [--json FILE]
+
+1. The policy call alone (no environment), per step, for 1 and 2 envs:
+   untraced (the packed actions), traced (one packed row per env: obs, latents,
+   weights, means, actions, appended per env as the rollout does), and the naive
+   tracer (the call returns dicts and each value is fetched separately).
+2. Whole rollouts (`polc.runtime.rollout`) of `--episodes` episodes on the
+   first evaluation seeds: untraced and traced, 1 env (SyncVectorEnv) and
+   2 envs (AsyncVectorEnv, a process each), steps/s including env start-up,
+   interleaved repetitions, medians; the traced/untraced ratio (target <= 1.10).
+3. Writing a 100k-row trace (the traced episodes repeated): polc's settings
+   (no dictionaries, BYTE_STREAM_SPLIT floats, snappy) against pyarrow's
+   defaults: time and size.
+The policy is examples/car_racing/initial.pol with its declared weights
+(or `--params`). Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import common
+
+
+def policy_call_candidates(policy, params, spec, batch: int):
+    """name -> a callable doing one step's policy work for `batch` envs."""
+    import jax
+
+    from polc.runtime.rollout import RolloutConfig, TraceLayout, make_step_fn
+
+    layout = TraceLayout(policy.program, spec.schema)
+    env = spec.make()
+    obs, _ = env.reset(seed=10_000)
+    flat = np.repeat(layout.pack_obs({k: np.asarray(v)[None] for k, v in obs.items()}, 1), batch, axis=0)
+    seeds, steps = np.arange(batch, dtype=np.int32), np.zeros(batch, np.int32)
+    untraced = make_step_fn(policy, params, layout, RolloutConfig(trace=False))
+    traced = make_step_fn(policy, params, layout, RolloutConfig(trace=True))
+    naive_fn = jax.jit(jax.vmap(lambda o: (policy.distribution(params, o), policy.constrain(params))))
+    pobs = {o.name: np.repeat(np.asarray(obs[o.name])[None], batch, axis=0) for o in policy.program.obs}
+    rows: list = [[] for _ in range(batch)]
+    columns: dict = {}
+
+    def run_untraced():
+        layout.env_actions(np.asarray(untraced(flat, seeds, steps)), False)
+
+    def run_traced():
+        out = np.asarray(traced(flat, seeds, steps))
+        layout.env_actions(out, True)
+        for i in range(batch):
+            rows[i].append(out[i])
+
+    def run_naive():
+        (mean, std, latents), weights = naive_fn(pobs)
+        for group in (latents, weights, mean):
+            for name, value in group.items():
+                columns.setdefault(name, []).append(np.asarray(value))
+
+    return {"untraced": run_untraced, "traced (packed)": run_traced, "traced (naive)": run_naive}
+
+
+def rollout_candidates(policy, params, spec, episodes: int):
+    from polc.runtime.evaluate import eval_seeds
+    from polc.runtime.rollout import RolloutConfig, rollout
+
+    seeds = eval_seeds(spec, episodes)
+    out = {}
+    for n in (1, 2):
+        for trace in (False, True):
+            cfg = RolloutConfig(n_envs=n, trace=trace, asynchronous=n > 1)
+            out[f"{n} env{'s' if n > 1 else ''}, {'traced' if trace else 'untraced'}"] = (
+                lambda cfg=cfg: rollout(policy, params, spec, seeds, cfg, lambda ep: None))
+    return out
+
+
+def time_rollouts(cands, reps: int) -> dict[str, list[float]]:
+    """name -> steps/s per repetition (interleaved, rotating order)."""
+    names = list(cands)
+    for name in names:  # warm-up: compiles, imports in the workers' parent
+        cands[name]()
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            result = cands[name]()
+            rates[name].append(float(np.sum(result.lengths)) / (time.perf_counter() - t0))
+    return rates
+
+
+def startup_seconds(spec, n: int) -> float:
+    """Wall time to make, reset and close the vector env a rollout of `n` envs uses."""
+    from polc.runtime.vector import make_vector_env
+
+    t0 = time.perf_counter()
+    envs = make_vector_env(spec, n, asynchronous=n > 1)
+    envs.reset(seed=list(range(10_000, 10_000 + n)))
+    envs.close()
+    return time.perf_counter() - t0
+
+
+def parquet_settings(policy, params, spec, rows: int, reps: int) -> dict:
+    """Time and size of writing `rows` rows of a real trace: polc's writer vs pyarrow defaults."""
+    import pyarrow.parquet as pq
+
+    from polc.runtime.evaluate import eval_seeds
+    from polc.runtime.rollout import RolloutConfig, TraceLayout, rollout
+    from polc.runtime.table import TableWriter, episode_table, schema_of
+
+    episodes = []
+    rollout(policy, params, spec, eval_seeds(spec, 2), RolloutConfig(), episodes.append)
+    columns = TraceLayout(policy.program, spec.schema).columns()
+    schema = schema_of(columns, {})
+    tables = [episode_table(columns, schema, e.columns) for e in episodes]
+    n_rows = sum(t.num_rows for t in tables)
+    repeat = max(1, -(-rows // n_rows))
+    result: dict = {"rows": repeat * n_rows, "polc_s": [], "default_s": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, default = os.path.join(tmp, "polc.parquet"), os.path.join(tmp, "default.parquet")
+        for r in range(reps):
+            for which in (("polc", "default") if r % 2 == 0 else ("default", "polc")):
+                t0 = time.perf_counter()
+                if which == "polc":
+                    with TableWriter(ours, columns, {}) as w:
+                        for _ in range(repeat):
+                            for e in episodes:
+                                w.write_episode(e.columns)
+                else:
+                    with pq.ParquetWriter(default, schema) as w:
+                        for _ in range(repeat):
+                            for t in tables:
+                                w.write_table(t, row_group_size=t.num_rows)
+                result[f"{which}_s"].append(time.perf_counter() - t0)
+        result["polc_mb"] = os.path.getsize(ours) / 1e6
+        result["default_mb"] = os.path.getsize(default) / 1e6
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median over them)")
+    ap.add_argument("--episodes", type=int, default=4, help="episodes per rollout")
+    ap.add_argument("--params", help="a params file for initial.pol (default: its declared weights)")
+    ap.add_argument("--rows", type=int, default=100_000, help="rows of the Parquet comparison")
+    ap.add_argument("--json", help="also write the raw results here")
+    args = ap.parse_args(argv)
+
+    import jax
+
+    import polc
+    from polc.runtime import envs
+    from polc.runtime.params import load_params
+
+    print(common.header("bench_rollout: compiled policy on polc/CarRacing-v0"))
+    load = common.LoadMeter()
+    policy = polc.load(str(common.CAR_RACING)).compile()
+    params = load_params(args.params, policy) if args.params else policy.init(jax.random.PRNGKey(0))
+    spec = envs.get("car_racing")
+    med = statistics.median
+    raw: dict = {"machine": common.machine()}
+
+    rows = []
+    for batch in (1, 2):
+        t = common.time_interleaved(policy_call_candidates(policy, params, spec, batch), reps=max(7, args.reps))
+        raw[f"policy_call_batch{batch}"] = t
+        base = t["untraced"]["median_s"]
+        for name, r in t.items():
+            rows.append([f"{name}, {batch} env{'s' if batch > 1 else ''}", common.fmt_time(r["median_s"]),
+                         common.spread(r["samples_s"]), f"{r['median_s'] / base:.2f}x"])
+    print("\n1. the policy call per step (no environment)\n")
+    print(common.table(["", "per step", "IQR", "vs untraced"], rows))
+
+    rates = time_rollouts(rollout_candidates(policy, params, spec, args.episodes), args.reps)
+    startup = {n: med(startup_seconds(spec, n) for _ in range(3)) for n in (1, 2)}
+    raw["rollout_steps_per_s"], raw["startup_s"] = rates, startup
+    rows = []
+    for name, r in rates.items():
+        untraced = rates[name.replace("traced", "untraced")] if name.endswith(", traced") else r
+        rows.append([name, f"{med(r):,.0f}", common.spread(r), f"{med(untraced) / med(r):.3f}"])
+    print(f"\n2. whole rollouts, {args.episodes} episodes each (steps/s, env start-up included)\n")
+    print(common.table(["", "steps/s", "IQR", "traced time / untraced"], rows))
+    print(f"\nvector env start-up (make, reset, close): 1 env {common.fmt_time(startup[1])}, "
+          f"2 envs in processes {common.fmt_time(startup[2])}")
+
+    pq_raw = parquet_settings(policy, params, spec, args.rows, max(3, args.reps))
+    raw["parquet"] = pq_raw
+    print(f"\n3. writing a {pq_raw['rows']:,}-row trace\n")
+    print(common.table(["settings", "time", "size"], [
+        ["polc: no dictionary, BYTE_STREAM_SPLIT, snappy", common.fmt_time(med(pq_raw["polc_s"])),
+         f"{pq_raw['polc_mb']:.1f} MB"],
+        ["pyarrow defaults", common.fmt_time(med(pq_raw["default_s"])), f"{pq_raw['default_mb']:.1f} MB"]]))
+    busy = load.busy_cores()
+    if busy is not None:
+        print(f"\nmachine load during the run: {busy:.1f} of {os.cpu_count()} cores busy (this process included)")
+    common.write_json(args.json, raw)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
