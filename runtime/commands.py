@@ -3,7 +3,7 @@
     polc demos ENV --episodes N --seed S -o FILE.parquet
     polc fit FILE.pol --demos DEMOS.parquet -o FILE.params [--restarts K --epochs E --lr LR ...]
     polc rollout FILE.pol [--params P] --env ENV --episodes N [--seed S] [--sample] -o TRACE.parquet
-    polc eval FILE.pol [--params P] --env ENV --seeds N [--json]
+    polc eval FILE.pol [--params P] --env ENV --seeds N [--json]     (or --expert instead of FILE)
     polc plot TABLE.parquet COL [COL ...] [-o OUT.png] [--episode E ...] [--lines]
 
 Each command is `(args) -> exit code` (0 ok, 1 a failure the user must fix,
@@ -241,25 +241,29 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluate import eval_seeds, evaluate, render
+    from .evaluate import eval_seeds, evaluate, evaluate_expert, render
 
+    if (args.file is None) == (not args.expert):
+        raise UsageError("polc: eval takes a .pol FILE, or --expert to evaluate the environment's expert.")
     spec = _env(args.env)
-    policy = _policy(args.file)
-    params = _params(policy, args.params)
     if args.seeds < 1:
         raise UsageError("polc: the number of seeds must be at least 1.")
     try:
         seeds = eval_seeds(spec, args.seeds, args.seed_start)
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
-    config = _rollout_config(args, len(seeds), trace=False)
     with _episode_progress(len(seeds), "eval", args.quiet or args.json) as bar:
         task = bar.add_task("eval", total=len(seeds), last="")
-        result = evaluate(policy, params, spec, seeds, config,
-                          lambda ep: bar.update(task, advance=1, last=f"seed {ep.seed}: {ep.ret:.1f}"))
+        progress = lambda ep: bar.update(task, advance=1, last=f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
+        if args.expert:
+            result, what = evaluate_expert(spec, seeds, progress), {"policy": "expert"}
+        else:
+            policy = _policy(args.file)
+            params = _params(policy, args.params)
+            result = evaluate(policy, params, spec, seeds, _rollout_config(args, len(seeds), trace=False), progress)
+            what = {"policy": args.file, "params": args.params, "actions": "sampled" if args.sample else "mean"}
     if args.json:
-        print(json.dumps(result.to_json(policy=args.file, params=args.params,
-                                        actions="sampled" if args.sample else "mean"), indent=1))
+        print(json.dumps(result.to_json(**what), indent=1))
     else:
         from rich.console import Console
 
@@ -300,8 +304,8 @@ def _guard(func):
     return run
 
 
-def _runner_flags(c: argparse.ArgumentParser) -> None:
-    c.add_argument("file", help="the .pol policy")
+def _runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> None:
+    c.add_argument("file", nargs="?" if file_optional else None, help="the .pol policy")
     c.add_argument("--params", help="fitted params (default: the weights declared in the source)")
     c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
     c.add_argument("--n-envs", type=int, default=0, help="environments run at once (default: one per core)")
@@ -343,7 +347,8 @@ def register(sub: Any) -> None:
     c.set_defaults(func=_guard(cmd_rollout))
 
     c = sub.add_parser("eval", help="mean ± std return over unseen seeds")
-    _runner_flags(c)
+    _runner_flags(c, file_optional=True)
+    c.add_argument("--expert", action="store_true", help="evaluate the environment's expert instead of a policy")
     c.add_argument("--seeds", type=int, default=10, help="number of evaluation seeds")
     c.add_argument("--seed-start", type=int, help="first seed (default: the environment's first eval seed)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")

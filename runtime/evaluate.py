@@ -60,6 +60,21 @@ def evaluate(policy, params, spec: Any, seeds: Sequence[int], config: RolloutCon
     return EvalResult(spec.schema.name, res.seeds, res.returns, res.lengths)
 
 
+def evaluate_expert(spec: Any, seeds: Sequence[int], on_episode=None) -> EvalResult:
+    """The environment's privileged expert over `seeds` (one episode each, in
+    this process: the expert reads the simulator)."""
+    from .demos import run_expert
+
+    episodes = []
+    for k, seed in enumerate(seeds):
+        ep, _ = run_expert(spec, int(seed), k)
+        episodes.append(ep)
+        if on_episode is not None:
+            on_episode(ep)
+    return EvalResult(spec.schema.name, np.asarray([e.seed for e in episodes], np.int64),
+                      np.asarray([e.ret for e in episodes]), np.asarray([e.length for e in episodes], np.int64))
+
+
 def render(result: EvalResult):
     """A rich table: one row per seed, then the mean ± std (print `summary()` beside it)."""
     from rich.table import Table

@@ -77,6 +77,12 @@ def test_demos_fit_rollout_eval_plot(tmp_path, pol, capsys):
     assert code == 0 and os.path.exists(str(tmp_path / "trace.latent.err-action.push.png"))
 
 
+def test_eval_of_the_expert(capsys):
+    code, out, _ = polc(capsys, "eval", "--expert", "--env", "toy_reach", "--seeds", "2", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["policy"] == "expert" and [r["seed"] for r in result["per_seed"]] == [10_000, 10_001]
+
+
 def test_rollout_without_params_runs_the_declared_weights(tmp_path, pol, capsys):
     trace = str(tmp_path / "t.parquet")
     code, _, _ = polc(capsys, "rollout", pol, "--env", "toy_reach", "--episodes", "1", "--seed", "5", "-o", trace,
@@ -93,6 +99,8 @@ def test_rollout_without_params_runs_the_declared_weights(tmp_path, pol, capsys)
     (["eval", "{pol}", "--env", "toy_reach", "--seed-start", "5"], 2, "overlap the demonstration seeds"),
     (["eval", "{pol}", "--env", "toy_reach", "--params", "missing.params"], 2, "cannot read 'missing.params'"),
     (["plot", "missing.parquet", "x"], 2, "cannot read 'missing.parquet': no such file"),
+    (["eval", "--env", "toy_reach"], 2, "eval takes a .pol FILE, or --expert"),
+    (["eval", "{pol}", "--expert", "--env", "toy_reach"], 2, "eval takes a .pol FILE, or --expert"),
 ])
 def test_usage_errors(tmp_path, pol, capsys, monkeypatch, argv, code, message):
     monkeypatch.chdir(tmp_path)
