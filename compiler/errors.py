@@ -421,6 +421,14 @@ def intent_unknown(span: Span, claim: str, why: str) -> Diagnostic:
                  "so each step can be checked.")
 
 
+def power_domain(span: Span, interval: str) -> Diagnostic:
+    return _warn("W0409", "Analysis", span,
+                 f"The base of `^` lies in {interval}, but a negative base needs a whole-number constant "
+                 "exponent: any other exponent gives NaN.",
+                 "Keep the base non-negative, e.g. `max(x, 0) ^ y` or `abs(x) ^ y`, "
+                 "or use a whole-number exponent such as `x ^ 2`.")
+
+
 def intent_proved_info(span: Span, claim: str) -> Diagnostic:
     """Not an error or warning: used by `polc check --verbose` to list proved intents."""
     return Diagnostic("note", "I0408", "Analysis", span, f"The intent `{claim}` is proved.")
