@@ -213,6 +213,8 @@ class Pass:
                 self.emit(errors.division_by_zero(e.r.span, str(r.iv)))
             return Abs(iv, *self.quotient(e, l, r))
         if op == "pow":
+            if self.report and I.power_may_be_nan(l.iv, r.iv):
+                self.emit(errors.power_domain(e.l.span, str(l.iv)))
             return Abs(I.power(l.iv, r.iv), *self.power(e, l, r))
         if op in ("lt", "le"):  # true grows as l falls or r rises
             return Abs(I.compare(op, l.iv, r.iv), *combine([_flip(l), (r.dir, r.why)], self.opposed(e)))

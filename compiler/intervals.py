@@ -240,6 +240,14 @@ def _constant_exponent(b: Interval) -> Optional[float]:
     return None
 
 
+def power_may_be_nan(a: Interval, b: Interval) -> bool:
+    """Whether a ^ b may be nan somewhere: a negative base with an exponent
+    that is not a whole-number constant (elementwise, broadcasting)."""
+    with _quiet():
+        whole = (b.lo == b.hi) & np.isfinite(b.lo) & (b.lo == np.round(b.lo))
+    return bool(np.any((a.lo < 0) & ~whole))
+
+
 def power(a: Interval, b: Interval) -> Interval:
     """a ^ b (NumPy `power`). Exact for a constant exponent; for a variable
     one, only a positive base is bounded (as exp(b * log a), widened)."""

@@ -166,6 +166,31 @@ action a : real = safe + safe2
     assert a.intervals["safe"].hi == 0
 
 
+@pytest.mark.parametrize("expr, warned", [
+    ("x ^ 1.5", True),  # a negative base with a fractional exponent is nan
+    ("x ^ k", True),  # a variable exponent may be fractional
+    ("x ^ [2, 0.5]", True),  # one element's exponent is fractional
+    ("x ^ 2 + x ^ -3 + x ^ [1, 2]", False),  # whole-number exponents are defined for every base
+    ("y ^ 1.5 + y ^ k", False),  # a non-negative base takes any exponent
+    ("max(x, 0) ^ 0.5", False),
+])
+def test_power_with_a_possibly_negative_base_needs_a_whole_exponent(expr, warned):
+    a = analyze(f"""
+obs x : real in [-1, 1]
+obs y : real in [0, 2]
+weight k : real = 1.5
+action u : real[2] = {expr}
+""")
+    if not warned:
+        assert codes(a) == []
+        return
+    assert codes(a) == ["W0409"]
+    d = a.diagnostics[0]
+    assert (d.span.line, d.span.column, d.span.end_column) == (5, 22, 23)  # the base
+    assert d.message == ("The base of `^` lies in [-1, 1], but a negative base needs a whole-number constant "
+                         "exponent: any other exponent gives NaN.")
+
+
 def test_action_range_exceeded_unless_clipped_or_inside():
     a = analyze("""
 obs x : real in [-1, 1]
