@@ -361,3 +361,7 @@ def register(sub: Any) -> None:
     c.add_argument("--episode", type=int, action="append", help="only this episode (repeatable)")
     c.add_argument("--lines", action="store_true", help="two columns as lines against the step, not a scatter")
     c.set_defaults(func=_guard(cmd_plot))
+
+    from .diagnostics_cli import add_parser as add_analyze  # polc analyze: built-in diagnostics, or your own code
+
+    add_analyze(sub)
