@@ -64,9 +64,13 @@ def loads(text: str, file: str = "<string>", analyze: bool = True) -> Program:
         analysis = analyze_program(typed)
         errors = [d for d in analysis.diagnostics if d.is_error]
         if errors:
-            raise PolError(errors + [d for d in warnings], text)
+            raise PolError(sorted(errors + list(warnings), key=_position), text)
         warnings = warnings + [d for d in analysis.diagnostics if not d.is_error]
     return Program(typed, tuple(warnings), analysis)
+
+
+def _position(d: Diagnostic) -> tuple:
+    return (0, 0) if d.span is None else (d.span.line, d.span.column)
 
 
 def load(path: str, analyze: bool = True) -> Program:

@@ -61,7 +61,8 @@ def write_atomic(path: str, data: str) -> None:
         raise
 
 
-def _emit_diagnostics(diags: Sequence[Diagnostic], text: str, fmt: str, out=sys.stderr) -> None:
+def _emit_diagnostics(diags: Sequence[Diagnostic], text: str, fmt: str, out=None) -> None:
+    out = sys.stderr if out is None else out  # looked up now, so redirected stderr is honoured
     if fmt == "json":
         print(dumps(diags), file=sys.stdout)
     elif diags:
@@ -100,9 +101,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     _emit_diagnostics(diags, text, args.format)
     failed = any(d.is_error for d in diags) or (args.werror and any(d.severity == "warning" for d in diags))
     if args.format == "text" and not failed:
-        n = len(program.typed.intents)
-        print(f"{args.file}: ok ({len(program.typed.nodes)} nodes, {len(program.typed.weights)} weights, "
-              f"{n} intent{'s' if n != 1 else ''}, {sum(d.severity == 'warning' for d in diags)} warnings)",
+        tp = program.typed
+        counts = (len(tp.nodes), "node"), (len(tp.weights), "weight"), (len(tp.intents), "intent"), \
+            (sum(d.severity == "warning" for d in diags), "warning")
+        print(f"{args.file}: ok (" + ", ".join(f"{n} {w}{'' if n == 1 else 's'}" for n, w in counts) + ")",
               file=sys.stderr)
     return 1 if failed else 0
 

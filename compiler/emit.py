@@ -18,7 +18,7 @@ import math
 from typing import Any, Mapping, Optional
 
 from . import transforms, typed as T
-from .diagnostics import ice
+from .diagnostics import ice, source_lines
 from .typed import TypedProgram
 
 # Names the generated module uses itself; a Pol name equal to one gets a trailing "_".
@@ -398,7 +398,7 @@ def _interval(v: Any) -> Any:
 
 
 def _span(tp: TypedProgram, span) -> dict:
-    lines = tp.source.splitlines()
+    lines = source_lines(tp.source)
     text = "\n".join(lines[span.line - 1: span.end_line]) if span.line <= len(lines) else ""
     return {"line": span.line, "column": span.column, "end_line": span.end_line,
             "end_column": span.end_column, "text": text}
