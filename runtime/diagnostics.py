@@ -255,8 +255,10 @@ def load_params(params: Any, tp: TypedProgram) -> Params:
     wrong = [w.name for w in tp.weights if w.name in weights and weights[w.name].shape != w.type.shape]
     if missing or wrong:
         names = missing or wrong
-        raise DiagnosticsError(f"The params in {source} do not fit policy {tp.name}: weight "
-                               f"{', '.join(names)} is {'missing' if missing else 'of another shape'}.")
+        what = "missing" if missing else "of another shape"
+        raise DiagnosticsError(f"The params in {source} do not fit policy {tp.name}: " +
+                               (f"weight {names[0]} is {what}." if len(names) == 1 else
+                                f"weights {', '.join(names)} are {what}."))
     return Params(weights, mlps, source)
 
 

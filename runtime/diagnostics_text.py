@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .diagnostics import CHECKS, Finding, Report
+from .diagnostics import CHECKS, SEVERITIES, Finding, Report
 
 PASSED_ORDER = ("intents", "reconstruction", "weights", "signs", "obs_range", "branches", "demo", "trace")
 TABLED = ("latents",)  # checks whose passing findings the tables already show
 
 
 def _grouped(findings: Sequence[Finding], order: Sequence[str]) -> list[tuple[str, list[Finding]]]:
+    """Findings by check: the checks with the worst findings first, then in `order`;
+    within a check, the worst first."""
     rank = {c: i for i, c in enumerate(order)}
     groups: dict[str, list[Finding]] = {}
-    for f in sorted(findings, key=lambda f: rank.get(f.check, len(rank))):
+    for f in sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), rank.get(f.check, len(rank)))):
         groups.setdefault(f.check, []).append(f)
-    return list(groups.items())
+    return sorted(groups.items(), key=lambda g: (SEVERITIES.index(g[1][0].severity), rank.get(g[0], len(rank))))
 
 
 def _section(title: str, findings: Sequence[Finding], budget: float, tag: bool,
@@ -55,6 +57,15 @@ def _size(lines: Sequence[str]) -> int:
 
 
 def render(report: Report, budget: int) -> str:
+    text = _render(report, budget)
+    for _ in range(3):  # the estimates above are close; trim until the text fits
+        if len(text) <= budget:
+            break
+        text = _render(report, budget - (len(text) - budget) - 20)
+    return text
+
+
+def _render(report: Report, budget: int) -> str:
     c = report.counts()
     head = [report.header, f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s), "
                            f"{c['ok']} passed."]

@@ -51,6 +51,7 @@ def check_reconstruction(ctx: Context) -> CheckOut:
     """Every latent and action mean recomputed from the logged observations and weights."""
     tp, out = ctx.tp, []
     full = ctx.full()
+    source = "observations and weights" if full is not None else "values of what it reads"
     skipped = []
     worst_latent = (0.0, "")
     for node in tp.nodes:
@@ -78,8 +79,8 @@ def check_reconstruction(ctx: Context) -> CheckOut:
                                f"{ctx.steps.where(row)} (logged {num(logged_v)}, recomputed {num(rec_v)}){origin}."))
         elif isinstance(node, T.Action):
             out.append(Finding("reconstruction", "ok", node.name,
-                               f"mean.{node.name} matches its recomputation from the logged observations and weights "
-                               f"(max abs error {num(err.max()) if err.size else 0} over {ctx.B} steps)."))
+                               f"mean.{node.name} matches its recomputation from the logged {source} (max abs error "
+                               f"{num(err.max()) if err.size else 0} over {ctx.B} steps)."))
         elif err.size and err.max() >= worst_latent[0]:
             worst_latent = (float(err.max()), node.name)
     n_latents = len(tp.latents) - sum(1 for f in out if f.severity == "error" and tp.decl(f.subject) in tp.latents)
@@ -90,8 +91,10 @@ def check_reconstruction(ctx: Context) -> CheckOut:
                            f"{num(worst_latent[0])}" + (f", at {worst_latent[1]})." if worst_latent[1] else ").")))
     if skipped:
         out.append(Finding("reconstruction", "info", skipped[0],
-                           f"{', '.join(skipped)} use mlp blocks and were not recomputed: pass the params to "
-                           f"check them."))
+                           f"{', '.join(skipped)} " + ("uses an mlp block and was not recomputed: pass the params to "
+                                                        "check it." if len(skipped) == 1 else
+                                                        "use mlp blocks and were not recomputed: pass the params "
+                                                        "to check them.")))
     if ctx.steps.metadata.get("actions") == "mean":
         for a in tp.actions:
             col = ctx.steps.columns.get("action." + a.name)
