@@ -9,8 +9,9 @@ vectorised, and the Parquet settings of the trace, side by side.
    tracer (the call returns dicts and each value is fetched separately).
 2. Whole rollouts (`polc.runtime.rollout`) of `--episodes` episodes on the
    first evaluation seeds: untraced and traced, 1 env (SyncVectorEnv) and
-   2 envs (AsyncVectorEnv, a process each), steps/s including env start-up,
-   interleaved repetitions, medians; the traced/untraced ratio (target <= 1.10).
+   2 envs (AsyncVectorEnv, a process each), steps/s of warm runs (compile and
+   env start-up timed apart), interleaved repetitions, medians; the traced/untraced ratio (target <= 1.10),
+   by wall time and, for 1 env (all in this process), by CPU time.
 3. Writing a 100k-row trace (the traced episodes repeated): polc's settings
    (no dictionaries, BYTE_STREAM_SPLIT floats, snappy) against pyarrow's
    defaults: time and size.
@@ -26,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 
 import numpy as np
 
@@ -43,8 +45,8 @@ def policy_call_candidates(policy, params, spec, batch: int):
     obs, _ = env.reset(seed=10_000)
     flat = np.repeat(layout.pack_obs({k: np.asarray(v)[None] for k, v in obs.items()}, 1), batch, axis=0)
     seeds, steps = np.arange(batch, dtype=np.int32), np.zeros(batch, np.int32)
-    untraced = make_step_fn(policy, params, layout, RolloutConfig(trace=False))
-    traced = make_step_fn(policy, params, layout, RolloutConfig(trace=True))
+    untraced = partial(make_step_fn(policy, layout, RolloutConfig(trace=False)), params)
+    traced = partial(make_step_fn(policy, layout, RolloutConfig(trace=True)), params)
     naive_fn = jax.jit(jax.vmap(lambda o: (policy.distribution(params, o), policy.constrain(params))))
     pobs = {o.name: np.repeat(np.asarray(obs[o.name])[None], batch, axis=0) for o in policy.program.obs}
     rows: list = [[] for _ in range(batch)]
@@ -69,31 +71,38 @@ def policy_call_candidates(policy, params, spec, batch: int):
 
 
 def rollout_candidates(policy, params, spec, episodes: int):
+    """name -> a callable running `episodes` episodes; each keeps its compiled step
+    and its vector env across calls (start-up is timed apart)."""
     from polc.runtime.evaluate import eval_seeds
-    from polc.runtime.rollout import RolloutConfig, rollout
+    from polc.runtime.rollout import Rollout, RolloutConfig
 
     seeds = eval_seeds(spec, episodes)
-    out = {}
+    out, runners = {}, []
     for n in (1, 2):
         for trace in (False, True):
-            cfg = RolloutConfig(n_envs=n, trace=trace, asynchronous=n > 1)
+            runner = Rollout(policy, spec, RolloutConfig(n_envs=n, trace=trace, asynchronous=n > 1))
+            runners.append(runner)
             out[f"{n} env{'s' if n > 1 else ''}, {'traced' if trace else 'untraced'}"] = (
-                lambda cfg=cfg: rollout(policy, params, spec, seeds, cfg, lambda ep: None))
-    return out
+                lambda runner=runner: runner.run(params, seeds, lambda ep: None))
+    return out, runners
 
 
-def time_rollouts(cands, reps: int) -> dict[str, list[float]]:
-    """name -> steps/s per repetition (interleaved, rotating order)."""
+def time_rollouts(cands, reps: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """name -> steps/s per repetition (interleaved, rotating order), by wall time
+    and by this process's CPU time (all its threads; not the worker processes):
+    on a shared machine the CPU figure of the 1-env rollouts is the steadier one."""
     names = list(cands)
     for name in names:  # warm-up: compiles, imports in the workers' parent
         cands[name]()
-    rates: dict[str, list[float]] = {n: [] for n in names}
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     for r in range(reps):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            t0 = time.perf_counter()
-            result = cands[name]()
-            rates[name].append(float(np.sum(result.lengths)) / (time.perf_counter() - t0))
-    return rates
+            c0, t0 = common.cpu_seconds(), time.perf_counter()
+            steps = float(np.sum(cands[name]().lengths))
+            wall[name].append(steps / (time.perf_counter() - t0))
+            cpu[name].append(steps / (common.cpu_seconds() - c0))
+    return wall, cpu
 
 
 def startup_seconds(spec, n: int) -> float:
@@ -178,15 +187,24 @@ def main(argv=None) -> int:
     print("\n1. the policy call per step (no environment)\n")
     print(common.table(["", "per step", "IQR", "vs untraced"], rows))
 
-    rates = time_rollouts(rollout_candidates(policy, params, spec, args.episodes), args.reps)
+    candidates, runners = rollout_candidates(policy, params, spec, args.episodes)
+    try:
+        rates, cpu_rates = time_rollouts(candidates, args.reps)
+    finally:
+        for r in runners:
+            r.close()
     startup = {n: med(startup_seconds(spec, n) for _ in range(3)) for n in (1, 2)}
-    raw["rollout_steps_per_s"], raw["startup_s"] = rates, startup
+    raw["rollout_steps_per_s"], raw["rollout_steps_per_cpu_s"], raw["startup_s"] = rates, cpu_rates, startup
     rows = []
     for name, r in rates.items():
-        untraced = rates[name.replace("traced", "untraced")] if name.endswith(", traced") else r
-        rows.append([name, f"{med(r):,.0f}", common.spread(r), f"{med(untraced) / med(r):.3f}"])
-    print(f"\n2. whole rollouts, {args.episodes} episodes each (steps/s, env start-up included)\n")
-    print(common.table(["", "steps/s", "IQR", "traced time / untraced"], rows))
+        base = name.replace("traced", "untraced") if name.endswith(", traced") else name
+        one_process = name.startswith("1 env")
+        rows.append([name, f"{med(r):,.0f}", common.spread(r), f"{med(rates[base]) / med(r):.3f}",
+                     f"{med(cpu_rates[name]):,.0f}" if one_process else "-",
+                     f"{med(cpu_rates[base]) / med(cpu_rates[name]):.3f}" if one_process else "-"])
+    print(f"\n2. whole rollouts, {args.episodes} episodes each (compile and env start-up excluded)\n")
+    print(common.table(["", "steps/s (wall)", "IQR", "traced / untraced time", "steps per CPU s",
+                        "traced / untraced CPU"], rows))
     print(f"\nvector env start-up (make, reset, close): 1 env {common.fmt_time(startup[1])}, "
           f"2 envs in processes {common.fmt_time(startup[2])}")
 

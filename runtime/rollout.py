@@ -21,7 +21,8 @@ Finished episodes are handed over in episode order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -102,7 +103,6 @@ class TraceLayout:
         self.actions = _segments([("action." + a.name, a.type.shape, "float32") for a in tp.actions])
         self.traced_actions = _segments([(s.column, s.shape, s.dtype) for s in self.actions],
                                         self.obs_size + sum(s.size for s in self.values))
-        self.width = self.traced_actions[-1].start + self.traced_actions[-1].size if tp.actions else 0
 
     def pack_obs(self, obs: dict[str, np.ndarray], n: int) -> np.ndarray:
         """The vector env's obs dict (each (n, *shape)) -> (n, O) float32."""
@@ -143,11 +143,8 @@ class TraceLayout:
         return out
 
 
-def make_step_fn(policy, params, layout: TraceLayout, config: RolloutConfig) -> Callable:
-    """The jitted batched step: (flat_obs (N, O), seeds (N,), steps (N,)) -> packed (N, D).
-
-    `params` are closed over (constants of the compiled step), so a call passes
-    three arrays and nothing else."""
+def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable:
+    """The jitted batched step: (params, flat_obs (N, O), seeds (N,), steps (N,)) -> packed (N, D)."""
     import jax
     import jax.numpy as jnp
 
@@ -155,7 +152,7 @@ def make_step_fn(policy, params, layout: TraceLayout, config: RolloutConfig) -> 
     offsets = {s.column[4:]: s for s in layout.obs}
     base = jax.random.PRNGKey(config.noise_seed)
 
-    def one(flat, seed, step):
+    def one(params, flat, seed, step):
         obs = {o.name: flat[offsets[o.name].start:offsets[o.name].start + offsets[o.name].size]
                .reshape(o.type.shape) for o in tp.obs}
         mean, _, latents = policy.distribution(params, obs)
@@ -169,7 +166,7 @@ def make_step_fn(policy, params, layout: TraceLayout, config: RolloutConfig) -> 
                      + [mean[a.name] for a in tp.actions] + parts)
         return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts])
 
-    return jax.jit(jax.vmap(one))
+    return jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0)))
 
 
 class _Slots:
@@ -214,28 +211,60 @@ class _Slots:
         return Episode(index, seed, float(self.returns[i]), length, columns)
 
 
+class Rollout:
+    """A policy compiled for one environment: run it on any params and seeds,
+    reusing the compiled step and the vector env across runs.
+
+        with Rollout(policy, spec, RolloutConfig(n_envs=2)) as r:
+            result = r.run(params, seeds, on_episode)
+    """
+
+    def __init__(self, policy, spec: Any, config: RolloutConfig = RolloutConfig()):
+        verify_compatible(policy.program, spec.schema)
+        self.spec, self.config = spec, config
+        self.layout = TraceLayout(policy.program, spec.schema)
+        self.step_fn = make_step_fn(policy, self.layout, config)
+        self.n = max(1, config.n_envs)
+        self._envs = None
+
+    def run(self, params, seeds: Sequence[int], on_episode: Optional[Callable[[Episode], None]] = None
+            ) -> RolloutResult:
+        """One episode per seed; `on_episode` receives each finished `Episode` in
+        seed-list order (with its step-table columns when `config.trace`)."""
+        from .vector import make_vector_env
+
+        seeds = [int(s) for s in seeds]
+        if not seeds:
+            return RolloutResult(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+        if self._envs is None:
+            asynchronous = self.config.asynchronous if self.config.asynchronous is not None else self.n > 1
+            self._envs = make_vector_env(self.spec, self.n, asynchronous)
+        try:
+            return _run(self._envs, self.n, seeds, self.layout, partial(self.step_fn, params), self.config,
+                        on_episode)
+        except BaseException:
+            self._envs.close(terminate=True)  # interrupted: do not wait for worker processes to finish a step
+            self._envs = None
+            raise
+
+    def close(self) -> None:
+        if self._envs is not None:
+            self._envs.close()
+            self._envs = None
+
+    def __enter__(self) -> "Rollout":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def rollout(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConfig = RolloutConfig(),
             on_episode: Optional[Callable[[Episode], None]] = None) -> RolloutResult:
-    """Run one episode per seed; `on_episode` receives each finished `Episode`
-    in seed-list order (with its step-table columns when `config.trace`)."""
-    from .vector import make_vector_env
-
-    verify_compatible(policy.program, spec.schema)
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        return RolloutResult(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+    """Run one episode per seed (see `Rollout.run`), with at most one env per seed."""
     n = max(1, min(config.n_envs, len(seeds)))
-    layout = TraceLayout(policy.program, spec.schema)
-    step_fn = make_step_fn(policy, params, layout, config)
-    asynchronous = config.asynchronous if config.asynchronous is not None else n > 1
-    envs = make_vector_env(spec, n, asynchronous)
-    try:
-        result = _run(envs, n, seeds, layout, step_fn, config, on_episode)
-    except BaseException:
-        envs.close(terminate=True)  # interrupted: do not wait for worker processes to finish a step
-        raise
-    envs.close()
-    return result
+    with Rollout(policy, spec, replace(config, n_envs=n)) as r:
+        return r.run(params, seeds, on_episode)
 
 
 def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: RolloutConfig,
