@@ -136,8 +136,8 @@ def unconstrained_init() -> dict[str, float]:
 
 
 def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    """CPU time of this process, all threads (CLOCK_PROCESS_CPUTIME_ID: exact, not tick-sampled)."""
+    return time.process_time()
 
 
 def calibrate(fn: Callable[[], object], target_s: float) -> int:
@@ -157,18 +157,18 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], reps: int = 9, war
                      target_s: float = 0.05) -> dict[str, dict]:
     """Median seconds per call of each synchronised callable, interleaved.
 
-    Returns name -> {"median_s", "samples_s" (one per repetition), "inner",
-    "cpu_per_wall" (process CPU seconds / wall seconds while that candidate
-    ran: about 1.0 means it used one core)}."""
+    Returns name -> {"median_s", "samples_s" (wall seconds per call, one per
+    repetition), "cpu_samples_s" (the same in process CPU seconds), "inner",
+    "cpu_per_wall" (CPU / wall over all repetitions: about 1.0 means the
+    candidate had one core to itself; below 1, it waited for the CPU)}."""
     names = list(fns)
     for name in names:
         for _ in range(warmup):
             fns[name]()
     # One inner count for all, sized on the slowest, so each candidate runs the same calls.
     inner = min(calibrate(fns[n], target_s) for n in names)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    cpu: dict[str, float] = {n: 0.0 for n in names}
-    wall: dict[str, float] = {n: 0.0 for n in names}
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     for r in range(reps):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
@@ -176,12 +176,15 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], reps: int = 9, war
             c0, t0 = cpu_seconds(), time.perf_counter()
             for _ in range(inner):
                 fn()
-            dt = time.perf_counter() - t0
-            cpu[name] += cpu_seconds() - c0
-            wall[name] += dt
-            samples[name].append(dt / inner)
-    return {n: {"median_s": statistics.median(samples[n]), "samples_s": samples[n], "inner": inner,
-                "cpu_per_wall": cpu[n] / wall[n]} for n in names}
+            wall[name].append((time.perf_counter() - t0) / inner)
+            cpu[name].append((cpu_seconds() - c0) / inner)
+    return {n: {"median_s": statistics.median(wall[n]), "samples_s": wall[n], "cpu_samples_s": cpu[n],
+                "inner": inner, "cpu_per_wall": sum(cpu[n]) / sum(wall[n])} for n in names}
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:
+    """Median over repetitions of a[r] / b[r] (a and b timed back to back in repetition r)."""
+    return statistics.median(x / y for x, y in zip(a, b))
 
 
 class LoadMeter:
