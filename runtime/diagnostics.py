@@ -49,7 +49,6 @@ params file path, a params file's parsed JSON, or the runtime's params dict
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -57,7 +56,6 @@ from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 
-from polc import typed as T
 from polc.typed import TypedProgram
 
 SEVERITIES = ("error", "warning", "info", "ok")
@@ -166,7 +164,7 @@ def load_steps(source: Union[str, os.PathLike, Any], tp: Optional[TypedProgram],
             table = read_table(os.fspath(source))
             columns = {n: table.column(n) for n in table.columns}
         except TableError as e:
-            raise DiagnosticsError(_sentence(str(e))) from None
+            raise DiagnosticsError(as_sentence(str(e))) from None
         name, metadata, complete = os.fspath(source), table.metadata, table.complete
     elif hasattr(source, "columns") and hasattr(source, "to_numpy"):
         columns, name, metadata, complete = _from_frame(source, shapes), "<DataFrame>", {}, None
@@ -189,7 +187,7 @@ def load_steps(source: Union[str, os.PathLike, Any], tp: Optional[TypedProgram],
     return Steps(name, columns, metadata, complete, rows, episode, step)
 
 
-def _sentence(text: str) -> str:
+def as_sentence(text: str) -> str:
     """One sentence: capitalised, ending in exactly one full stop."""
     text = text.strip().rstrip(".")
     return text[:1].upper() + text[1:] + "."
@@ -238,7 +236,7 @@ def load_params(params: Any, tp: TypedProgram) -> Params:
         try:
             params, source = read_params(os.fspath(params)), os.fspath(params)
         except ParamsError as e:
-            raise DiagnosticsError(_sentence(str(e))) from None
+            raise DiagnosticsError(as_sentence(str(e))) from None
     if not isinstance(params, Mapping):
         raise DiagnosticsError(f"params must be a params file, its JSON or a params dict, not {type(params).__name__}.")
     if "polc_params" in params:  # a params file's JSON: constrained values
@@ -336,10 +334,6 @@ def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = Non
     order = {c: i for i, c in enumerate(CHECKS)}
     findings.sort(key=lambda f: order.get(f.check, len(order)))
     return Report(tuple(findings), header, tuple(tables), data)
-
-
-def report_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=1)
 
 
 __all__ = ["Finding", "Report", "DiagnosticsError", "builtin_report", "load_steps", "CHECKS", "SEVERITIES"]

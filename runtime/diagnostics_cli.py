@@ -41,11 +41,22 @@ def _program(args: argparse.Namespace, metadata: dict):
         raise _Bad(f"the policy recorded in {args.trace} no longer checks; give it with --policy P.pol.") from None
 
 
-def _builtin(args: argparse.Namespace) -> None:
-    from .diagnostics import DiagnosticsError, builtin_report, load_steps
+def _metadata(path: str) -> dict:
+    """The trace's run metadata, reading no column; a clear sentence if it is no table."""
+    from .diagnostics import as_sentence
+    from .table import TableError, read_table
 
     try:
-        metadata = load_steps(args.trace, None, "trace").metadata if not args.policy else {}
+        return read_table(path, columns=[]).metadata
+    except TableError as e:
+        raise _Bad(as_sentence(str(e))) from None
+
+
+def _builtin(args: argparse.Namespace) -> None:
+    from .diagnostics import DiagnosticsError, builtin_report
+
+    metadata = _metadata(args.trace) if not args.policy else {}
+    try:
         report = builtin_report(_program(args, metadata), args.trace, params=args.params, demo=args.demo)
     except DiagnosticsError as e:
         raise _Bad(str(e)) from None
@@ -56,9 +67,6 @@ def _builtin(args: argparse.Namespace) -> None:
 
 
 def _user_code(args: argparse.Namespace) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from .sandbox import SandboxUnavailable, run_analysis
 
     try:
@@ -66,10 +74,7 @@ def _user_code(args: argparse.Namespace) -> int:
             code = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise _Bad(f"cannot read '{args.code}': {getattr(e, 'strerror', None) or e}.") from None
-    try:
-        pq.ParquetFile(args.trace).schema_arrow  # fail here, clearly, rather than inside the sandbox
-    except (pa.ArrowException, OSError) as e:
-        raise _Bad(f"'{args.trace}' is not a readable Parquet table ({str(e).splitlines()[0]}).") from None
+    _metadata(args.trace)  # fail here, clearly, rather than inside the sandbox
     try:
         result = run_analysis(code, args.trace)
     except SandboxUnavailable as e:

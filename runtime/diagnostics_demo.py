@@ -67,15 +67,17 @@ def nearest(a: np.ndarray, b: np.ndarray, exclude: Optional[Callable[[slice], np
     return idx, dist
 
 
-def _demo_spread(feat: np.ndarray, demo: Steps) -> np.ndarray:
-    """Each demonstration state's distance to the nearest state of another episode (of the
-    same episode at least SEPARATION steps away when there is only one)."""
+def _demo_spread(feat: np.ndarray, demo: Steps, queries: int = 3000) -> np.ndarray:
+    """Demonstration states' distances to the nearest state of another episode (of the same
+    episode at least SEPARATION steps away when there is only one), for at most `queries`
+    states drawn evenly (a quantile of them is all that is needed)."""
+    q = np.linspace(0, demo.rows - 1, min(queries, demo.rows)).astype(np.int64)
     ep, step = demo.episode, demo.step
     if len(np.unique(ep)) > 1:
-        exclude = lambda rows: ep[rows][:, None] == ep[None, :]  # noqa: E731
+        exclude = lambda rows: ep[q[rows]][:, None] == ep[None, :]  # noqa: E731
     else:
-        exclude = lambda rows: np.abs(step[rows][:, None] - step[None, :]) < SEPARATION  # noqa: E731
-    return nearest(feat, feat, exclude)[1]
+        exclude = lambda rows: np.abs(step[q[rows]][:, None] - step[None, :]) < SEPARATION  # noqa: E731
+    return nearest(feat[q], feat, exclude)[1]
 
 
 def _obs_summary(ctx: Context, row: int) -> str:
