@@ -365,3 +365,7 @@ def register(sub: Any) -> None:
     from .diagnostics_cli import add_parser as add_analyze  # polc analyze: built-in diagnostics, or your own code
 
     add_analyze(sub)
+
+    from .refine.cli import register as add_refine  # polc generate, polc refine: the refinement loop
+
+    add_refine(sub)

@@ -1,0 +1,276 @@
+"""`polc generate` and `polc refine` (registered by `polc.runtime.commands`).
+
+    polc generate TASK.md --env car_racing -o initial.pol [--llm gemini:MODEL]
+    polc refine TASK_DIR [--rounds 6] [--llm SPEC] [--feedback analysis|table|none]
+                [-o runs/NAME] [--quick]
+    polc refine --resume runs/NAME
+
+Without --llm a run uses Gemini (gemini-2.5-flash) when GEMINI_API_KEY or GOOGLE_API_KEY
+is set, and otherwise the task's bundled scripted session, saying so plainly. Nothing
+heavy is imported until a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from polc.cli import UsageError
+
+
+def _fail(message: str) -> int:
+    print(f"polc: {message}", file=sys.stderr)
+    return 1
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a run the way Ctrl-C does (the round in progress is redone on --resume)."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def scripted_notice(choice: Any, task_dir: str) -> str:
+    from .scripted import DEFAULT_MODEL
+
+    return (f"The LLM replies in this run are a SCRIPTED RECORDING ({choice.source}/exchanges.jsonl), written "
+            "by hand for this task and played back in order: no model is called. The analyses, checks, fits, "
+            "rollouts and returns are computed now, for real. To refine with a real model, set GEMINI_API_KEY "
+            f"and run `polc refine {task_dir}` (or add --llm gemini:{DEFAULT_MODEL}).")
+
+
+# ---- refine ----------------------------------------------------------------------------
+
+
+def _new_run(args: argparse.Namespace):
+    from .loop import load_task, write_config
+    from .rundir import RunDir, RunDirError, default_name
+    from .scripted import choose
+    from .work import Settings, quick
+
+    if not args.task:
+        raise UsageError("polc: refine needs a task folder (e.g. examples/car_racing), or --resume RUNDIR.")
+    task = load_task(args.task, args.env)
+    try:
+        settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
+                            eval_episodes=args.eval_episodes)
+    except ValueError as e:
+        raise UsageError(f"polc: {e}.") from None
+    if args.quick:
+        settings = quick(settings)
+    choice = choose(args.llm, task.dir)
+    if choice.scripted:
+        _verify_session(choice, settings)
+    out = args.output or str(Path("runs") / default_name(task.dir))
+    command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["refine"] else None
+    try:
+        run = RunDir.create(out, write_config(settings, choice, task, command or f"polc refine {args.task}"))
+    except RunDirError as e:
+        raise UsageError(f"polc: {e}") from None
+    run.update_config(llm_source=choice.source)
+    return run, task, settings, choice
+
+
+def _verify_session(choice: Any, settings: Any) -> None:
+    import json
+
+    meta_file = Path(choice.source) / "session.json"
+    recorded = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    mode = recorded.get("feedback", "analysis")
+    if settings.feedback != mode:
+        raise UsageError(f"polc: the scripted session in {choice.source} was recorded with --feedback {mode}; "
+                         f"--feedback {settings.feedback} needs a real model (set GEMINI_API_KEY, or "
+                         "--llm gemini:MODEL).")
+
+
+def _resumed_run(args: argparse.Namespace):
+    from .loop import load_task
+    from .rundir import RunDir, RunDirError
+    from .scripted import Choice
+    from .work import Settings
+
+    try:
+        run = RunDir.open(args.resume)
+    except RunDirError as e:
+        raise UsageError(f"polc: {e}") from None
+    config = run.config
+    task = load_task(config["task"], config["env"])
+    return run, task, Settings.from_json(config["settings"]), Choice(config["llm"], config["llm_kind"],
+                                                                        config.get("llm_source"))
+
+
+def cmd_refine(args: argparse.Namespace) -> int:
+    from ..llm import LLMError
+    from ..sandbox import SandboxUnavailable
+    from .loop import Loop, RoundEnd, TaskError
+    from .report import Progress
+
+    try:
+        run, task, settings, choice = _resumed_run(args) if args.resume else _new_run(args)
+    except (TaskError, LLMError) as e:
+        return _fail(str(e))
+    notice = scripted_notice(choice, str(task.dir)) if choice.scripted else None
+    ui = Progress(quiet=args.quiet)
+    ui.say(f"polc refine: {'resuming ' if args.resume else ''}run {run.path} — task {task.dir}, model "
+           f"{choice.spec}, feedback {settings.feedback}, up to {settings.rounds} rounds"
+           + (" (quick: short episodes, few seeds)" if settings.quick else ""))
+    if notice:
+        ui.say(notice)
+    status = "running"
+    try:
+        with _sigterm_interrupts(), ui:
+            loop = Loop(run, task, settings, choice, ui, on_round=lambda lp: _after_round(run, lp, notice))
+            if loop.finished:
+                ui.say("this run is already finished.")
+            loop.run()
+            status = loop.history[-1].get("end", "finished") if loop.history else "finished"
+    except KeyboardInterrupt:
+        print(f"polc: interrupted; the round in progress will be redone: polc refine --resume {run.path}",
+              file=sys.stderr)
+        return 130
+    except (LLMError, SandboxUnavailable, RoundEnd, TaskError) as e:
+        return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
+                     f"`polc refine --resume {run.path}`.")
+    _finish(run, loop, notice, status, ui)
+    return 0
+
+
+def _after_round(run: Any, loop: Any, notice: Any) -> None:
+    from .report import figure_returns, write_exchanges, write_summary
+
+    status = loop.history[-1].get("end") or "running"
+    write_summary(run, loop.history, status, notice)
+    write_exchanges(run, [m["round"] for m in loop.history])
+    figure_returns(loop.history, str(run.path / "returns.png"), f"{run.path.name}: return per round")
+
+
+def _finish(run: Any, loop: Any, notice: Any, status: str, ui: Any) -> None:
+    from ..table import read_table
+    from .report import figure_latents, table_text, write_summary
+
+    history = loop.history
+    write_summary(run, history, status, notice)
+    traced = [m["round"] for m in history if (run.round_dir(m["round"]) / "trace.parquet").is_file()]
+    figures = [run.path / "returns.png"]
+    if traced:
+        first, last = traced[0], traced[-1]
+        made = figure_latents(read_table(str(run.round_dir(first) / "trace.parquet")),
+                              read_table(str(run.round_dir(last) / "trace.parquet")), first, last,
+                              str(run.path / "latents.png"))
+        if made:
+            figures.append(Path(made))
+    print(table_text(history))
+    print(f"\nrun ended: {status}")
+    print(f"wrote {run.path / 'summary.json'}, " + ", ".join(str(f) for f in figures if f.exists()))
+    if notice:
+        print(f"\n{notice}")
+
+
+# ---- generate --------------------------------------------------------------------------
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from ..llm import LLMError
+    from .converse import Caller, NoUsableReply, RevisionRejected
+    from .loop import Task, generate
+    from .rundir import write_atomic
+    from .scripted import choose, open_backend
+    from .work import environment, Settings
+
+    path = Path(args.task)
+    if not path.is_file():
+        raise UsageError(f"polc: cannot read '{args.task}': no such file.")
+    raw = path.read_text(encoding="utf-8")
+    header, text = _front_matter(raw)
+    env = args.env or header.get("env")
+    if not env:
+        raise UsageError("polc: generate needs --env NAME (e.g. --env car_racing).")
+    try:
+        if args.llm is None:
+            from .scripted import has_key
+
+            if not has_key():
+                raise LLMError("polc generate needs a model: set GEMINI_API_KEY (or GOOGLE_API_KEY), or pass "
+                               "--llm gemini:MODEL, --llm replay:DIR or --llm manual:DIR.")
+        choice = choose(args.llm, path.parent)
+        spec = environment(env, Settings())
+        record = Path(args.output).with_suffix(".generate")
+        record.mkdir(parents=True, exist_ok=True)
+        call = Caller(open_backend(choice), record, 0, lambda s: print(f"notice: {s}", file=sys.stderr))
+        task = Task(path.parent, text, env, path, None)
+
+        def save(attempt: int, pol: str, result: Any) -> None:
+            name = "generated.pol" if attempt == 0 else f"generated.repair-{attempt}.pol"
+            write_atomic(record / name, pol)
+            if result.report:
+                write_atomic(record / (name[:-4] + ".check.txt"), result.report)
+
+        program, pol = generate(call, task, spec, Settings(max_repairs=args.max_repairs), str(args.output), save)
+    except KeyError as e:
+        raise UsageError(f"polc: {e.args[0]}.") from None
+    except (LLMError, NoUsableReply, RevisionRejected) as e:
+        return _fail(str(e))
+    write_atomic(args.output, pol)
+    c = call.counts
+    print(f"wrote {args.output}: policy \"{program.typed.name}\", {len(program.typed.nodes)} nodes, "
+          f"{len(program.typed.weights)} weights; {c.calls} LLM call(s) ({c.repairs} repair(s)), "
+          f"{c.input_tokens:,} input / {c.output_tokens:,} output tokens; exchanges in {record}", file=sys.stderr)
+    return 0
+
+
+def _front_matter(raw: str) -> tuple[dict, str]:
+    import re
+
+    m = re.match(r"---\n(.*?)\n---\n", raw, re.DOTALL)
+    if not m:
+        return {}, raw
+    header = {}
+    for line in m.group(1).splitlines():
+        key, _, value = line.partition(":")
+        header[key.strip()] = value.strip()
+    return header, raw[m.end():]
+
+
+# ---- registration --------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    """Add `generate` and `refine` to the `polc` subcommands."""
+    c = sub.add_parser("generate", help="ask an LLM for an initial structured policy (checked and repaired)")
+    c.add_argument("task", help="the task description (Markdown), e.g. examples/car_racing/task.md")
+    c.add_argument("--env", help="environment name (default: the task's `env:` header)")
+    c.add_argument("-o", "--output", required=True, help="the .pol file to write")
+    c.add_argument("--llm", help="gemini:MODEL, replay:DIR or manual:DIR (default: gemini with a key)")
+    c.add_argument("--max-repairs", type=int, default=5, help="repairs of a program failing polc check")
+    c.set_defaults(func=cmd_generate)
+
+    c = sub.add_parser("refine", help="the refinement loop: fit, roll out, analyse with an LLM, revise")
+    c.add_argument("task", nargs="?", help="task folder with task.md, demo.parquet and initial.pol")
+    c.add_argument("--rounds", type=int, default=6, help="rounds that end in a move of the model")
+    c.add_argument("--llm", help="gemini:MODEL or replay:DIR (default: gemini-2.5-flash with GEMINI_API_KEY, "
+                                 "else the task's scripted session)")
+    c.add_argument("--feedback", choices=("analysis", "table", "none"), default="analysis",
+                   help="what the model sees of a rollout: its own analysis, the whole table, or nothing")
+    c.add_argument("-o", "--output", help="the run directory (default: runs/<task>-<time>)")
+    c.add_argument("--resume", metavar="RUNDIR", help="continue an interrupted run")
+    c.add_argument("--quick", action="store_true", help="2 rounds, short episodes, 3 eval seeds, a short fit")
+    c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
+    c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
+    c.add_argument("--env", help="environment name (default: the task's `env:` header, else the folder name)")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    c.set_defaults(func=cmd_refine)

@@ -1,0 +1,100 @@
+"""What the prompts say about the environment, the trace and earlier rounds, as text.
+
+Each function turns one runtime object into the few lines a prompt shows: the
+environment's fields (for `polc generate`), a trace's columns with their doc strings
+(the analysis mode never shows the values), the whole trace as CSV (the table mode),
+and the history of earlier rounds.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from polc.errors import fmt_num
+
+
+def _dims(shape: Sequence[int]) -> str:
+    return "" if not shape else "[" + ", ".join(map(str, shape)) + "]"
+
+
+def _range(lo: float, hi: float) -> str:
+    if math.isinf(lo) and math.isinf(hi):
+        return ""
+    if math.isinf(hi):
+        return f" >= {fmt_num(lo)}"
+    if math.isinf(lo):
+        return f" <= {fmt_num(hi)}"
+    return f" in [{fmt_num(lo)}, {fmt_num(hi)}]"
+
+
+def env_fields(fields: Sequence[Any]) -> str:
+    """One line per environment field: `- speed : real in [0, 1.5]  "forward speed / 100"`."""
+    return "\n".join(f'- {f.name} : real{_dims(f.shape)}{_range(f.lo, f.hi)}  "{f.doc}"' for f in fields)
+
+
+def trace_schema(columns: dict) -> str:
+    """One line per trace column (name, type, range, doc), from `Table.columns`."""
+    lines = []
+    for name, c in columns.items():
+        kind = "bool" if c.dtype == "bool" else ("int" if c.dtype.startswith("int") else "real")
+        doc = f"  {c.doc}" if c.doc else ""
+        lines.append(f"- {name} : {kind}{_dims(c.shape)}{_range(c.lo, c.hi)}{doc}")
+    return "\n".join(lines)
+
+
+def _index_names(name: str, shape: Sequence[int]) -> list[str]:
+    if not shape:
+        return [name]
+    return [f"{name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
+
+
+def table_csv(table: Any, digits: int = 4) -> str:
+    """The whole step table as CSV: array columns spread over one column per element,
+    reals with `digits` significant digits, booleans as 0/1."""
+    names, parts = [], []
+    for name, c in table.columns.items():
+        values = table.column(name)
+        names += _index_names(name, c.shape)
+        parts.append(values.reshape(len(values), -1) if c.shape else values.reshape(-1, 1))
+    out = io.StringIO()
+    out.write(",".join(names) + "\n")
+    cells = [_format_column(p, digits) for p in parts]
+    for row in zip(*[list(map(list, c)) for c in cells]):
+        out.write(",".join(v for part in row for v in part) + "\n")
+    return out.getvalue().rstrip("\n")
+
+
+def _format_column(values: np.ndarray, digits: int) -> list[list[str]]:
+    if values.dtype == np.bool_:
+        return [["1" if v else "0" for v in row] for row in values]
+    if np.issubdtype(values.dtype, np.integer):
+        return [[str(int(v)) for v in row] for row in values]
+    return [[f"{v:.{digits}g}" for v in row] for row in values.astype(np.float64)]
+
+
+def returns_text(seeds: Sequence[int], returns: Sequence[float]) -> str:
+    """`return 938.1 on seed 1, 255.0 on seed 2`."""
+    return "return " + ", ".join(f"{r:.1f} on seed {s}" for s, r in zip(seeds, returns))
+
+
+def history(previous: Sequence[dict], feedback: str) -> str:
+    """The earlier rounds of this run, one line each: the training-track return (not in the
+    `none` mode, which gives no execution feedback), the move, and the model's own reason."""
+    if not previous:
+        return "This is the first round.\n"
+    lines = ["Earlier rounds of this run:"]
+    for m in previous:
+        line = f"- Round {m['round']}: structure \"{m['policy_name']}\""
+        if feedback != "none" and m.get("rollout_returns"):
+            line += f", {returns_text(m['rollout_seeds'], m['rollout_returns'])} on the training track(s)"
+        move = m.get("move") or {}
+        if move.get("kind"):
+            line += f"; your move: {move['kind']}"
+            if move.get("summary"):
+                line += f" ({move['summary']})"
+        lines.append(line + ".")
+    return "\n".join(lines) + "\n"

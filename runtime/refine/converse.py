@@ -1,0 +1,143 @@
+"""Talking to the model: every call recorded and counted, unusable replies sent back,
+revisions checked and repaired.
+
+`Caller` wraps a backend for one round: each call is appended to the round's
+`exchanges.jsonl` (the `polc.runtime.llm` record format, so a run replays with
+`--llm replay:RUN`) and `conversation.md`, and counted (calls, tokens, seconds). When
+a scripted session's prompt differs from its recording, the diff is saved beside them
+and a notice goes to the caller's `notice` function.
+
+`ask` sends a conversation and parses the reply; a reply the parser rejects goes back
+with the reason ("reply-error" prompt) at most `retries` times. `check_and_repair`
+checks a program (`polc check --env`) and sends failing ones back with their
+diagnostics ("repair" prompt) at most `max_repairs` times.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+from ..llm import Message, append_exchange, render
+from . import replies, templates
+from .rundir import write_atomic
+from .work import Checked, check
+
+T = TypeVar("T")
+
+
+class NoUsableReply(Exception):
+    """The model did not give a usable reply within the allowed retries."""
+
+
+class RevisionRejected(Exception):
+    """A program still failed `polc check` after every allowed repair."""
+
+    def __init__(self, message: str, last: Checked):
+        super().__init__(message)
+        self.last = last
+
+
+@dataclass
+class Counts:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    reply_retries: int = 0
+    repairs: int = 0
+    mismatches: int = 0
+
+    def to_json(self) -> dict:
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+class Caller:
+    """One round's access to the model (see the module docstring). `first_index` is the
+    run-wide index of this round's first call."""
+
+    def __init__(self, backend: Any, round_dir: Path, first_index: int,
+                 notice: Callable[[str], None] = lambda s: None, token_note: Optional[str] = None):
+        self.backend = backend
+        self.dir = round_dir
+        self.index = first_index
+        self.notice = notice
+        self.token_note = token_note
+        self.counts = Counts()
+        self._log: list[str] = []
+
+    def __call__(self, messages: list[Message], purpose: str) -> str:
+        reply = self.backend.complete(messages)
+        record = {"index": self.index, "model": self.backend.name, "purpose": purpose,
+                  "messages": [{"role": m.role, "text": m.text} for m in messages], "reply": reply.text,
+                  "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
+                  "seconds": round(reply.seconds, 3), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if self.token_note:
+            record["tokens"] = self.token_note
+        append_exchange(self.dir / "exchanges.jsonl", record)
+        c = self.counts
+        c.calls += 1
+        c.input_tokens += reply.input_tokens
+        c.output_tokens += reply.output_tokens
+        c.seconds += reply.seconds
+        mismatch = getattr(self.backend, "last_mismatch", None)
+        if mismatch:
+            c.mismatches += 1
+            name = f"prompt-mismatch-{self.index:03d}.diff"
+            write_atomic(self.dir / name, mismatch + "\n")
+            self.notice(f"request {self.index + 1} ({purpose}) differs from the scripted recording; "
+                        f"answered by position anyway (diff: {self.dir / name})")
+        self._log.append(f"# Call {self.index + 1}: {purpose}\n\n{render(messages)}"
+                         f"--- reply ({reply.input_tokens} in, {reply.output_tokens} out, "
+                         f"{reply.seconds:.1f} s)\n{reply.text}\n")
+        write_atomic(self.dir / "conversation.md", "\n".join(self._log))
+        self.index += 1
+        return reply.text
+
+
+def ask(call: Caller, messages: list[Message], parse: Callable[[str], T], purpose: str,
+        expected: str, retries: int) -> tuple[T, list[Message]]:
+    """Send `messages`, parse the reply; on a `ReplyError` send the reason back (at most
+    `retries` times). Returns the parsed value and the conversation including the reply."""
+    messages = list(messages)
+    for attempt in range(retries + 1):
+        text = call(messages, purpose if attempt == 0 else f"{purpose}, retry {attempt}")
+        messages.append(Message("model", text))
+        try:
+            return parse(text), messages
+        except replies.ReplyError as e:
+            if attempt == retries:
+                raise NoUsableReply(f"the model gave no usable reply for {purpose} in {retries + 1} tries "
+                                    f"(last problem: {e})") from None
+            call.counts.reply_retries += 1
+            messages.append(Message("user", templates.render(
+                "reply-error", problem=str(e), expected=expected, attempt=attempt + 1, max_retries=retries)))
+    raise AssertionError("unreachable")
+
+
+PROGRAM_EXPECTED = "Reply with the complete program in one ```pol block."
+
+
+def check_and_repair(call: Caller, messages: list[Message], text: str, file: str, env: str,
+                     max_repairs: int, retries: int, on_attempt: Callable[[int, str, Checked], None]
+                     ) -> tuple[Any, str, list[Message]]:
+    """Check `text`; while it fails, ask for a repair (at most `max_repairs` times).
+    `on_attempt(k, text, checked)` sees every version (k = 0 for the first). Returns the
+    checked program, its text, and the conversation."""
+    result = check(text, file, env)
+    on_attempt(0, text, result)
+    for attempt in range(1, max_repairs + 1):
+        if result.program is not None:
+            return result.program, text, messages
+        call.counts.repairs += 1
+        messages = messages + [Message("user", templates.render(
+            "repair", attempt=attempt, max_repairs=max_repairs, diagnostics=result.report.rstrip()))]
+        text, messages = ask(call, messages, replies.parse_program, f"repair {attempt}", PROGRAM_EXPECTED, retries)
+        result = check(text, file, env)
+        on_attempt(attempt, text, result)
+    if result.program is not None:
+        return result.program, text, messages
+    raise RevisionRejected(f"the program still fails polc check after {max_repairs} repairs "
+                           f"({result.errors} error{'s' if result.errors != 1 else ''})", result)

@@ -1,0 +1,159 @@
+"""The conversation of one round, by feedback mode (see loop.py): the prompts it sends,
+the analyses it runs in the sandbox, and the move it ends with.
+
+    analysis  [system, round + rollout + analysis-request] -> code; sandbox;
+              + [feedback (output + diagnostics) + moves] -> move; TEST repeats the last two
+    table     [system, round + rollout + table (CSV + diagnostics) + moves] -> move
+    none      [system, round + moves] -> move
+
+A REVISE move's program is checked and repaired in the same conversation, and the
+checked text is saved as next.pol.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..llm import Message
+from . import context, replies, templates
+from .converse import Caller, ask, check_and_repair
+from .work import Fitted, fmt_weights
+
+TEST_LINE = ("- TEST: you need more evidence before deciding. Say what you want to find out and give "
+             "new analysis code (complete, defining analyze(df)) in one ```python block; it runs on the "
+             "same table and you see its output.\n")
+LAST_ROUND = ("\nThis is the last round: a revision will still be fitted and evaluated, but you will not "
+              "see its results.\n")
+
+
+class Dialogue:
+    """The model's side of round `k` of `loop` (a `Loop`)."""
+
+    def __init__(self, loop: Any, k: int, program: Any, text: str, fitted: Fitted, call: Caller, m: dict):
+        self.loop, self.k, self.program, self.text, self.fitted, self.call, self.m = \
+            loop, k, program, text, fitted, call, m
+        self.s = loop.settings
+        self.d = loop.run_dir.round_dir(k)
+        self.tests = 0
+
+    def run(self) -> replies.Move:
+        mode = self.s.feedback
+        system = Message("system", templates.template("system"))
+        head = self._round_text()
+        if mode == "analysis":
+            messages = [system, Message("user", head + "\n" + self._rollout_text() + "\n"
+                                        + templates.render("analysis-request", output_chars=self.s.output_chars,
+                                                           cpu_seconds=self.s.analysis_cpu_seconds))]
+            self.loop.ui.phase(self.k, "LLM: writing analysis code")
+            code, messages = ask(self.call, messages, replies.parse_analysis, "analysis code",
+                                 "Reply with the analysis code, defining analyze(df), in one ```python block.",
+                                 self.s.max_reply_retries)
+            move, messages = self._analysis_rounds(code, messages)
+        else:
+            body = head + "\n"
+            if mode == "table":
+                body += self._rollout_text() + "\n" + self._table_text() + "\n"
+            body += self._moves(allow_test=False)
+            messages = [system, Message("user", body)]
+            self.loop.ui.phase(self.k, "LLM: choosing a move")
+            move, messages = self._ask_move(messages, allow_test=False)
+        if move.kind == "REVISE":
+            self._revise(move, messages)
+        self.m["tests"] = self.tests
+        return move
+
+    def _analysis_rounds(self, code: str, messages: list[Message]):
+        while True:
+            self.tests += 1
+            output, status = self._run_analysis(code, self.tests)
+            allow_test = self.tests <= self.s.max_tests
+            feedback = templates.render("feedback", analysis_status=status, analysis_output=output,
+                                        diagnostics=self._diagnostics(), moves=self._moves(allow_test))
+            messages = messages + [Message("user", feedback)]
+            self.loop.ui.phase(self.k, "LLM: choosing a move")
+            move, messages = self._ask_move(messages, allow_test)
+            if move.kind != "TEST":
+                self.tests -= 1  # count TEST moves, not analyses
+                return move, messages
+            code = move.code
+
+    def _ask_move(self, messages: list[Message], allow_test: bool):
+        allowed = ("REVISE", "TEST", "STOP") if allow_test else ("REVISE", "STOP")
+        return ask(self.call, messages, lambda t: replies.parse_move(t, allowed), "move",
+                   f"Name one move on a line of its own (`MOVE: {'`, `MOVE: '.join(allowed)}`) and give what "
+                   "it needs: the complete program in one ```pol block for REVISE"
+                   + (", the analysis code in one ```python block for TEST" if allow_test else "") + ".",
+                   self.s.max_reply_retries)
+
+    def _revise(self, move: replies.Move, messages: list[Message]) -> None:
+        self.loop.ui.phase(self.k, "checking the revision")
+        program, text, _ = check_and_repair(self.call, messages, move.pol, str(self.d / "next.pol"),
+                                            self.loop.task.env, self.s.max_repairs, self.s.max_reply_retries,
+                                            self.loop._saver(self.d, "revision"))
+        self.loop.run_dir.write(f"{self.d.name}/next.pol", text)
+        self.m["next_policy"] = program.typed.name
+
+    # ---- sandbox ------------------------------------------------------------------------
+
+    def _run_analysis(self, code: str, n: int) -> tuple[str, str]:
+        from ..sandbox import Limits, run_analysis
+
+        self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.py", code)
+        self.loop.ui.phase(self.k, f"sandbox: running analysis {n}")
+        t = time.monotonic()
+        result = run_analysis(code, self.d / "trace.parquet",
+                              Limits(cpu_seconds=self.s.analysis_cpu_seconds,
+                                     wall_seconds=self.s.analysis_wall_seconds))
+        self.loop._timed(self.m, "sandbox", t)
+        output = result.output
+        if len(output) > self.s.feedback_chars:
+            output = (output[:self.s.feedback_chars]
+                      + f"\n[... {len(output) - self.s.feedback_chars} more characters not shown ...]")
+        status = (f"It ran in {result.seconds:.1f} s." if result.ok
+                  else f"It failed: {result.error} Its output up to that point:")
+        self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.txt",
+                                (result.output if result.ok else f"{result.output}\n[{result.error}]") + "\n")
+        self.m.setdefault("analyses", []).append({"file": f"analysis_{n}.py", "ok": result.ok, "error": result.error,
+                                                  "seconds": round(result.seconds, 2), "limit": result.limit})
+        return (output.rstrip() or "(nothing printed)"), status
+
+    # ---- prompt pieces ------------------------------------------------------------------
+
+    def _round_text(self) -> str:
+        f = self.fitted.info
+        fit = (f"Fitted to the demonstration ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
+               f"validation loss {f['val_loss']:.4g}. Fitted weights: {fmt_weights(self.fitted.weights)}.\n")
+        warnings = [d for d in self.program.warnings]
+        if warnings:
+            from polc.diagnostics import render_all
+
+            fit += f"\n`polc check` warnings:\n```text\n{render_all(warnings, self.text).rstrip()}\n```\n"
+        return templates.render("round", task=self.loop.task.text.rstrip(), round=self.k, rounds=self.s.rounds,
+                                history=context.history(self.loop.history, self.s.feedback),
+                                pol=self.text.rstrip(), fit=fit)
+
+    def _rollout_text(self) -> str:
+        from ..table import read_table
+
+        table = read_table(str(self.d / "trace.parquet"))
+        return templates.render("rollout", episodes=len(self.loop.seeds),
+                                seeds=", ".join(map(str, self.loop.seeds)), max_steps=self.loop.spec.max_steps,
+                                returns=context.returns_text(self.m["rollout_seeds"], self.m["rollout_returns"]),
+                                schema=context.trace_schema(table.columns))
+
+    def _table_text(self) -> str:
+        from ..table import read_table
+
+        table = read_table(str(self.d / "trace.parquet"))
+        return templates.render("table", rows=table.num_rows, csv=context.table_csv(table),
+                                diagnostics=self._diagnostics())
+
+    def _diagnostics(self) -> str:
+        report = self.loop.run_dir.read(f"{self.d.name}/diagnostics.txt") or "(none)"
+        return templates.render("diagnostics", report=report.rstrip())
+
+    def _moves(self, allow_test: bool) -> str:
+        return templates.render("moves", test_move="`MOVE: TEST` " if allow_test else "",
+                                test_line=TEST_LINE if allow_test else "",
+                                last_round=LAST_ROUND if self.k == self.s.rounds - 1 else "")

@@ -1,0 +1,310 @@
+"""The refinement loop (the paper's method), one round at a time, resumable.
+
+A round k:
+
+    structure   round 0: the task's initial.pol (or one the model generates);
+                round k > 0: the revision the model made in round k - 1
+    fit         imitation learning on the demonstration; a structure that cannot be
+                fitted (non-finite loss, divergence) is sent back for a regeneration,
+                at most `max_regenerations` times
+    rollout     traced episodes on training seeds -> trace.parquet
+    evaluate    untraced episodes on unseen seeds (never shown to the model)
+    diagnose    polc's built-in diagnostics of the rollout
+    converse    by feedback mode:
+                  analysis  the model writes analysis code from the task, the structure and
+                            the trace's schema (never its values); it runs in the sandbox;
+                            its output and the diagnostics go back
+                  table     the whole trace as CSV, and the diagnostics
+                  none      no execution feedback at all
+                and the model answers with one move: REVISE (a new program: checked,
+                repaired at most `max_repairs` times), TEST (more analysis code; analysis
+                mode only, at most `max_tests` per round) or STOP.
+
+Rounds 0 .. rounds-1 end in a move; a revision from the last of them is fitted and
+evaluated in one final round without a move. The run ends at STOP, after that final
+round, or when a round cannot go on (no fittable or checkable structure, no usable
+reply). Environment resets are counted as in the paper's Table 1: the episodes whose
+traces the model is given (refinement interactions; fitting uses none); evaluation
+episodes are counted separately.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..llm import Message
+from . import context, replies, templates
+from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected, ask,
+                       check_and_repair)
+from .rundir import RunDir
+from .scripted import TOKEN_ESTIMATE, Choice, open_backend
+from .work import (Checked, FitFailed, Fitted, Settings, check, environment, evaluate_returns,
+                   fit_program, fmt_weights, rollout_seeds, traced_rollout)
+
+
+
+class TaskError(Exception):
+    """The task folder cannot be used as it is; the message says what to fix."""
+
+
+class RoundEnd(Exception):
+    """The run cannot go on after this round; str(e) says why."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task folder: task.md (an optional `---` header with `env:`, then the text the
+    model reads), demo.parquet, and initial.pol unless the model is to write it."""
+
+    dir: Path
+    text: str
+    env: str
+    demo: Path
+    initial: Optional[Path]
+
+
+def load_task(task_dir: str, env: Optional[str] = None) -> Task:
+    d = Path(task_dir)
+    md = d / "task.md"
+    if not md.is_file():
+        raise TaskError(f"{d} has no task.md (the task description the model reads).")
+    raw = md.read_text(encoding="utf-8")
+    header: dict[str, str] = {}
+    m = re.match(r"---\n(.*?)\n---\n", raw, re.DOTALL)
+    if m:
+        for line in m.group(1).splitlines():
+            key, _, value = line.partition(":")
+            header[key.strip()] = value.strip()
+        raw = raw[m.end():]
+    demo = d / header.get("demo", "demo.parquet")
+    if not demo.is_file():
+        raise TaskError(f"{d} has no demonstration {demo.name} (write one with `polc demos`).")
+    initial = d / header.get("initial", "initial.pol")
+    return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
+                initial if initial.is_file() else None)
+
+
+def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
+             on_attempt=lambda *a: None) -> tuple[Any, str]:
+    """One request for an initial structure, checked and repaired: (program, text)."""
+    prompt = templates.render("generate", task=task.text.rstrip(), env=task.env,
+                              observations=context.env_fields(spec.schema.obs),
+                              actions=context.env_fields(spec.schema.actions))
+    messages = [Message("system", templates.template("system")), Message("user", prompt)]
+    text, messages = ask(call, messages, replies.parse_program, "generate", PROGRAM_EXPECTED,
+                         settings.max_reply_retries)
+    program, text, _ = check_and_repair(call, messages, text, file, task.env, settings.max_repairs,
+                                        settings.max_reply_retries, on_attempt)
+    return program, text
+
+
+class Loop:
+    """One run: `run()` goes round by round until the run ends (see the module docstring)."""
+
+    def __init__(self, run: RunDir, task: Task, settings: Settings, choice: Choice, ui: Any,
+                 on_round: Optional[Callable[["Loop"], None]] = None):
+        from ..table import read_table
+
+        self.run_dir, self.task, self.settings, self.choice, self.ui = run, task, settings, choice, ui
+        self.on_round = on_round
+        self.spec = environment(task.env, settings)
+        self.demo = read_table(str(task.demo))
+        self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
+        self.history = [run.metrics(k) for k in run.complete_rounds()]
+        self.calls = sum(m["llm"]["calls"] for m in self.history)
+        self.backend = open_backend(choice, start=self.calls)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.history) and bool(self.history[-1].get("end"))
+
+    def run(self) -> None:
+        while not self.finished:
+            k = len(self.history)
+            metrics = self.round(k)
+            self.history.append(metrics)
+            self.calls += metrics["llm"]["calls"]
+            self.ui.round_done(metrics, self.settings)
+            if self.on_round is not None:
+                self.on_round(self)
+
+    # ---- one round ---------------------------------------------------------------------
+
+    def round(self, k: int) -> dict:
+        s = self.settings
+        final = k >= s.rounds
+        d = self.run_dir.begin_round(k)
+        token_note = TOKEN_ESTIMATE if self.choice.kind in ("scripted", "manual") else None
+        call = Caller(self.backend, d, self.calls, self.ui.notice, token_note)
+        m: dict[str, Any] = {"round": k, "final": final, "phases": {}}
+        start = time.monotonic()
+        try:
+            program, text = self._structure(k, call, d)
+            fitted, program, text = self._fit(k, program, text, call, m)
+            self._observe(k, fitted, program, text, m, final)
+            if not final:
+                self._converse(k, program, text, fitted, call, m)
+            else:
+                m["end"] = "the last revision was fitted and evaluated"
+        except RoundEnd as e:
+            m["end"] = str(e)
+        m["llm"] = call.counts.to_json()
+        m["seconds"] = round(time.monotonic() - start, 2)
+        if m.get("move", {}).get("kind") == "STOP":
+            m["end"] = "the model chose STOP"
+        self.run_dir.finish_round(k, m)
+        return m
+
+    def _timed(self, m: dict, name: str, start: float) -> None:
+        m["phases"][name] = round(m["phases"].get(name, 0.0) + time.monotonic() - start, 2)
+
+    def _structure(self, k: int, call: Caller, d: Path) -> tuple[Any, str]:
+        file = str(d / "policy.pol")
+        if k > 0:
+            text = self.run_dir.read(f"round_{k - 1:02d}/next.pol")
+            if text is None:
+                raise RoundEnd(f"round {k - 1} left no revision (next.pol) to continue from")
+            result = check(text, file, self.task.env)
+            if result.program is None:  # checked when it was made; only a polc change gets here
+                raise RoundEnd(f"the revision of round {k - 1} no longer passes polc check:\n{result.report}")
+            return result.program, text
+        if self.task.initial is not None:
+            text = self.task.initial.read_text(encoding="utf-8")
+            result = check(text, str(self.task.initial), self.task.env)
+            if result.program is None:
+                raise TaskError(f"{self.task.initial} does not pass polc check --env {self.task.env}:\n"
+                                f"{result.report}")
+            return result.program, text
+        self.ui.phase(k, "LLM: writing the initial structure")
+        try:
+            return generate(call, self.task, self.spec, self.settings, file, self._saver(d, "generated"))
+        except (NoUsableReply, RevisionRejected) as e:
+            raise RoundEnd(f"no initial structure: {e}") from None
+
+    def _saver(self, d: Path, stem: str):
+        def save(attempt: int, text: str, result: Checked) -> None:
+            name = f"{stem}.pol" if attempt == 0 else f"{stem}.repair-{attempt}.pol"
+            self.run_dir.write(str((d / name).relative_to(self.run_dir.path)), text)
+            if result.report:
+                self.run_dir.write(str((d / (name[:-4] + ".check.txt")).relative_to(self.run_dir.path)),
+                                   result.report)
+        return save
+
+    def _fit(self, k: int, program: Any, text: str, call: Caller, m: dict) -> tuple[Fitted, Any, str]:
+        s, d = self.settings, self.run_dir.round_dir(k)
+        regenerations = 0
+        while True:
+            self.ui.phase(k, "fitting to the demonstration")
+            t = time.monotonic()
+            try:
+                fitted = fit_program(program, self.demo, s)
+                self._timed(m, "fit", t)
+                break
+            except FitFailed as e:
+                self._timed(m, "fit", t)
+                regenerations += 1
+                self.run_dir.write(f"{d.name}/unfittable-{regenerations}.pol", text)
+                self.run_dir.write(f"{d.name}/unfittable-{regenerations}.txt", str(e) + "\n")
+                if regenerations > s.max_regenerations:
+                    m["regenerations"] = regenerations - 1
+                    raise RoundEnd(f"the structure could not be fitted after {s.max_regenerations} "
+                                   f"regenerations: {e}") from None
+                self.ui.notice(f"round {k}: fitting failed ({e}); asking for a regeneration "
+                               f"({regenerations} of {s.max_regenerations})")
+                program, text = self._regenerate(k, text, str(e), regenerations, call)
+        m["regenerations"] = regenerations
+        from ..params import save_params, structure_sha256
+
+        self.run_dir.write(f"{d.name}/policy.pol", text)
+        save_params(str(d / "params.json"), fitted.policy, fitted.params, fitted.info)
+        m.update(policy_name=program.typed.name, structure_sha256=structure_sha256(program.typed),
+                 fit={k2: fitted.info[k2] for k2 in ("loss", "val_loss", "train_loss", "restart", "epoch",
+                                                     "seconds")},
+                 weights=fitted.weights)
+        return fitted, program, text
+
+    def _regenerate(self, k: int, text: str, error: str, attempt: int, call: Caller) -> tuple[Any, str]:
+        s, d = self.settings, self.run_dir.round_dir(k)
+        self.ui.phase(k, f"LLM: regenerating an unfittable structure ({attempt} of {s.max_regenerations})")
+        prompt = templates.render("regenerate", task=self.task.text.rstrip(), attempt=attempt,
+                                  max_attempts=s.max_regenerations, error=error.rstrip(), pol=text.rstrip())
+        messages = [Message("system", templates.template("system")), Message("user", prompt)]
+        try:
+            new, messages = ask(call, messages, replies.parse_program, f"regeneration {attempt}",
+                                PROGRAM_EXPECTED, s.max_reply_retries)
+            program, new, _ = check_and_repair(call, messages, new, str(d / "policy.pol"), self.task.env,
+                                               s.max_repairs, s.max_reply_retries,
+                                               self._saver(d, f"regenerated-{attempt}"))
+        except (NoUsableReply, RevisionRejected) as e:
+            raise RoundEnd(f"no fittable structure: {e}") from None
+        return program, new
+
+    def _observe(self, k: int, fitted: Fitted, program: Any, text: str, m: dict, final: bool) -> None:
+        """Traced rollout, evaluation and built-in diagnostics."""
+        from polc import __version__
+        from polc.emit import sha256
+
+        from ..params import params_sha256
+
+        s, d = self.settings, self.run_dir.round_dir(k)
+        self.ui.phase(k, f"rollout: {len(self.seeds)} traced episode(s)")
+        t = time.monotonic()
+        tp = fitted.policy.program
+        meta = {"kind": "trace", "polc_version": __version__,
+                "policy": {"name": tp.name, "file": "policy.pol", "sha256": sha256(tp), "source": tp.source},
+                "params": {"file": "params.json", "sha256": params_sha256(fitted.params)},
+                "env": {"name": self.task.env, "max_steps": self.spec.max_steps}, "seeds": self.seeds,
+                "actions": "mean", "refine": {"round": k}}
+        returns = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta, s)
+        self._timed(m, "rollout", t)
+        shown = not final and s.feedback != "none"
+        m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in returns],
+                 resets=len(self.seeds) if shown else 0)
+        self.ui.phase(k, f"evaluating on {s.eval_episodes} unseen seed(s)")
+        t = time.monotonic()
+        ev = evaluate_returns(fitted, self.spec, s)
+        self._timed(m, "eval", t)
+        m["eval"] = {"seeds": ev.seeds.tolist(), "returns": [round(float(r), 2) for r in ev.returns],
+                     "mean": round(ev.mean, 2), "std": round(ev.std, 2)}
+        m["eval_episodes"] = len(ev.seeds) + (0 if shown else len(self.seeds))
+        self.ui.phase(k, "built-in diagnostics")
+        t = time.monotonic()
+        report = builtin_diagnostics(program, str(d / "trace.parquet"), fitted, str(self.task.demo))
+        self._timed(m, "diagnostics", t)
+        self.run_dir.write(f"{d.name}/diagnostics.txt", report.rstrip() + "\n")
+
+    # ---- the conversation --------------------------------------------------------------
+
+    def _converse(self, k: int, program: Any, text: str, fitted: Fitted, call: Caller, m: dict) -> None:
+        from .dialogue import Dialogue
+
+        try:
+            move = Dialogue(self, k, program, text, fitted, call, m).run()
+        except NoUsableReply as e:
+            raise RoundEnd(str(e)) from None
+        except RevisionRejected as e:
+            raise RoundEnd(f"the revision was rejected: {e}") from None
+        m["move"] = {"kind": move.kind, "summary": replies.summary(move.prose), "notes": list(move.notes)}
+
+
+def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str) -> str:
+    """polc's built-in diagnostics of a rollout, as the text the model reads (or the one
+    sentence saying why they could not be computed)."""
+    from ..diagnostics import DiagnosticsError, builtin_report
+
+    try:
+        return builtin_report(program, trace_path, params=fitted.params, demo=demo_path).text()
+    except DiagnosticsError as e:
+        return f"The built-in diagnostics could not be computed: {e}"
+
+
+def write_config(settings: Settings, choice: Choice, task: Task, command: str) -> dict:
+    return {"task": str(task.dir), "env": task.env, "llm": choice.spec, "llm_kind": choice.kind,
+            "scripted": choice.scripted, "settings": settings.to_json(), "command": command,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+

@@ -1,0 +1,232 @@
+"""What a run shows: progress while it runs, the per-round table, summary.json, and the
+paper's Figure 4 (return per round) and Figure 6 (chosen latents, first round against last)
+as PNG.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional, Sequence
+
+from .rundir import RunDir, write_json
+
+
+class Progress:
+    """One live line on stderr: run elapsed, round, phase (rich), plus notices and a line per
+    finished round. `quiet` keeps only notices and errors."""
+
+    def __init__(self, quiet: bool = False):
+        from rich.console import Console
+        from rich.progress import Progress as Bar
+        from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True, highlight=False)
+        self.quiet = quiet
+        self.bar = Bar(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+                       console=self.console, transient=True, disable=quiet)
+        self.task = self.bar.add_task("starting", total=None)
+        self.phase_start = time.monotonic()
+
+    def __enter__(self) -> "Progress":
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.__exit__(*exc)
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False)
+
+    def phase(self, k: int, what: str) -> None:
+        self.phase_start = time.monotonic()
+        self.bar.update(self.task, description=f"round {k}: {what}")
+
+    def notice(self, text: str) -> None:
+        self.console.print(f"notice: {text}", markup=False)
+
+    def round_done(self, m: dict, settings: Any) -> None:
+        if self.quiet:
+            return
+        move = (m.get("move") or {}).get("kind") or ("final" if m.get("final") else "-")
+        ev = m.get("eval")
+        ret = f"return {ev['mean']:.1f} ± {ev['std']:.1f}" if ev else "no return"
+        line = (f"round {m['round']} done: {ret} over {len(ev['seeds']) if ev else 0} unseen seeds, "
+                f"{m['llm']['calls']} LLM call(s), move {move}, {m['seconds']:.0f} s")
+        if m.get("end"):
+            line += f"; run ends: {m['end']}"
+        self.say(line)
+
+
+# ---- the table -------------------------------------------------------------------------
+
+
+COLUMNS = ("round", "structure", "return (mean ± std)", "LLM calls", "input tokens", "output tokens",
+           "env resets", "wall time", "move")
+
+
+def rows(history: Sequence[dict]) -> list[list[str]]:
+    """One row of strings per round, then a total row."""
+    out = []
+    for m in history:
+        ev = m.get("eval")
+        move = (m.get("move") or {}).get("kind") or ("(final)" if m.get("final") else "-")
+        if m.get("end") and move in ("-", "(final)") and not m.get("final"):
+            move = "(ended)"
+        out.append([str(m["round"]), m.get("policy_name", "-"),
+                    f"{ev['mean']:.1f} ± {ev['std']:.1f}" if ev else "-", str(m["llm"]["calls"]),
+                    f"{m['llm']['input_tokens']:,}", f"{m['llm']['output_tokens']:,}", str(m.get("resets", 0)),
+                    _duration(m["seconds"]), move])
+    t = totals(history)
+    out.append(["total", "", "", str(t["llm_calls"]), f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
+                str(t["resets"]), _duration(t["seconds"]), ""])
+    return out
+
+
+def totals(history: Sequence[dict]) -> dict:
+    return {"rounds": len(history),
+            "llm_calls": sum(m["llm"]["calls"] for m in history),
+            "input_tokens": sum(m["llm"]["input_tokens"] for m in history),
+            "output_tokens": sum(m["llm"]["output_tokens"] for m in history),
+            "resets": sum(m.get("resets", 0) for m in history),
+            "eval_episodes": sum(m.get("eval_episodes", 0) for m in history),
+            "repairs": sum(m["llm"].get("repairs", 0) for m in history),
+            "regenerations": sum(m.get("regenerations", 0) for m in history),
+            "tests": sum(m.get("tests", 0) for m in history),
+            "prompt_mismatches": sum(m["llm"].get("mismatches", 0) for m in history),
+            "seconds": round(sum(m["seconds"] for m in history), 1)}
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}" if seconds < 3600 else \
+        f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def table_text(history: Sequence[dict]) -> str:
+    """The per-round table as plain text (fixed-width columns), for the terminal and logs."""
+    body = [list(COLUMNS)] + rows(history)
+    widths = [max(len(r[i]) for r in body) for i in range(len(COLUMNS))]
+    right = {2, 3, 4, 5, 6, 7}
+
+    def line(r: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(body[0]), rule] + [line(r) for r in body[1:-1]] + [rule, line(body[-1])])
+
+
+# ---- summary.json ----------------------------------------------------------------------
+
+
+def write_summary(run: RunDir, history: Sequence[dict], status: str, notice: Optional[str]) -> dict:
+    config = run.config
+    best = max((m for m in history if m.get("eval")), key=lambda m: m["eval"]["mean"], default=None)
+    summary = {"run": str(run.path), "task": config["task"], "env": config["env"], "llm": config["llm"],
+               "scripted": config.get("scripted", False), "notice": notice, "status": status,
+               "command": config.get("command"), "settings": config["settings"],
+               "returns": "mean ± std of the undiscounted return over unseen evaluation seeds, per round",
+               "resets": "episodes whose traces the model was given (the paper's Table 1 count, without "
+                         "final evaluation); eval_episodes counts the evaluation episodes",
+               "rounds": list(history), "totals": totals(history),
+               "best_round": best["round"] if best else None,
+               "table": table_text(history).splitlines()}
+    write_json(run.path / "summary.json", summary)
+    return summary
+
+
+def write_exchanges(run: RunDir, rounds: Sequence[int]) -> None:
+    """run/exchanges.jsonl: the exchanges of the complete rounds, in order (replayable)."""
+    from .rundir import write_atomic
+
+    parts = []
+    for k in rounds:
+        f = run.round_dir(k) / "exchanges.jsonl"
+        if f.is_file():
+            parts.append(f.read_text(encoding="utf-8"))
+    write_atomic(run.path / "exchanges.jsonl", "".join(parts))
+
+
+# ---- figures -----------------------------------------------------------------------------
+
+
+def figure_returns(history: Sequence[dict], output: str, title: str) -> Optional[str]:
+    """Figure 4: mean return per round with ± std bars and each seed's return as dots."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    evaluated = [m for m in history if m.get("eval")]
+    if not evaluated:
+        return None
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    x = [m["round"] for m in evaluated]
+    ax.errorbar(x, [m["eval"]["mean"] for m in evaluated], yerr=[m["eval"]["std"] for m in evaluated],
+                marker="o", capsize=4, lw=1.5, label="mean ± std")
+    for m in evaluated:
+        ax.scatter([m["round"]] * len(m["eval"]["returns"]), m["eval"]["returns"], s=10, color="0.5", alpha=0.6,
+                   zorder=3)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{m['round']}\n{(m.get('move') or {}).get('kind', 'final' if m.get('final') else '')}"
+                        for m in evaluated], fontsize=8)
+    ax.set_xlabel("round (and the move that ended it)")
+    ax.set_ylabel(f"return over {len(evaluated[0]['eval']['seeds'])} unseen seeds")
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    return _save(FigureCanvasAgg(fig), output)
+
+
+def choose_latents(first: Any, last: Any, wanted: Optional[Sequence[str]] = None, n: int = 4) -> list[str]:
+    """Columns to compare: `wanted` (bare latent names or full columns), else up to `n` latents
+    both rounds define (in the last round's order), else the action means."""
+    def full(name: str) -> str:
+        return name if "." in name else f"latent.{name}"
+
+    if wanted:
+        return [full(w) for w in wanted if full(w) in first.columns or full(w) in last.columns]
+    scalar = lambda t, c: c.startswith("latent.") and not t.columns[c].shape and t.columns[c].dtype == "float32"  # noqa: E731
+    common = [c for c in last.columns if scalar(last, c) and c in first.columns and scalar(first, c)]
+    if common:
+        return common[:n]
+    return [c for c in last.columns if c.startswith("mean.") and c in first.columns][:n]
+
+
+def figure_latents(first: Any, last: Any, first_round: int, last_round: int, output: str,
+                   wanted: Optional[Sequence[str]] = None) -> Optional[str]:
+    """Figure 6: chosen latents over the first traced episode, first round against last round."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    names = choose_latents(first, last, wanted)
+    if not names:
+        return None
+    fig = Figure(figsize=(8.0, 1.6 + 1.8 * len(names)), layout="constrained")
+    axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, name in zip(axes, names):
+        for table, label, color in ((first, f"round {first_round}", "C0"), (last, f"round {last_round}", "C3")):
+            if name not in table.columns:
+                continue
+            ep = table.column("episode")
+            sel = ep == ep.min()
+            ax.plot(table.column("step")[sel], np.asarray(table.column(name), np.float64)[sel], lw=1.0,
+                    color=color, label=label)
+        ax.set_ylabel(name.split(".", 1)[1], fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1].set_xlabel("step (first traced episode)")
+    fig.suptitle("latents before and after refinement", fontsize=10)
+    return _save(FigureCanvasAgg(fig), output)
+
+
+def _save(canvas, output: str) -> str:
+    from ..table import temporary_beside
+
+    tmp = temporary_beside(output)
+    try:
+        canvas.print_png(tmp)
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return output

@@ -1,0 +1,175 @@
+"""The run directory of `polc refine`: everything a run produced, resumable after a crash.
+
+    runs/<name>/
+      run.json             how the run was started (task, model, feedback mode, settings)
+      summary.json         per-round metrics and the totals, rewritten after every round
+      exchanges.jsonl      every LLM exchange of the complete rounds, in order (replayable)
+      returns.png          the paper's Figure 4: return per round
+      latents.png          the paper's Figure 6: chosen latents, first round against last
+      round_00/
+        policy.pol         the structure of this round (after any regeneration)
+        params.json        its fitted weights (runtime.params format)
+        trace.parquet      the traced rollout
+        analysis_1.py      the analysis code the model wrote (analysis_2.py ... for TEST moves)
+        analysis_1.txt     what it printed (or the sandbox's error)
+        diagnostics.txt    polc's built-in diagnostics of the rollout
+        exchanges.jsonl    this round's LLM exchanges (prompt, reply, tokens, time)
+        conversation.md    the same, readable
+        next.pol           the checked revision, when the move was REVISE
+        metrics.json       the round's numbers (return, calls, tokens, resets, seconds, move)
+        done               written last: the round is complete
+
+Every file is written atomically (a temporary file beside it, fsync, `os.replace`), so no
+file is ever half-written under its final name. A round counts only once its `done`
+marker exists; `--resume` moves an unfinished round aside (`round_03.interrupted-1`)
+and runs it again, so a kill -9 loses at most the round in progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+RUN_FORMAT = "polc-refine-run/1"
+_ROUND = re.compile(r"^round_(\d{2,})$")
+
+
+class RunDirError(Exception):
+    """The directory is not a run directory, or cannot be used as asked."""
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
+    """Write `data` to `path` through a temporary file, fsync'd, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def default_name(task_dir: str | os.PathLike) -> str:
+    """`<task folder name>-<local time>`, e.g. car_racing-2026-12-02T10-00-05."""
+    return f"{Path(task_dir).resolve().name}-{time.strftime('%Y-%m-%dT%H-%M-%S')}"
+
+
+class RunDir:
+    """One run directory (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    # ---- creating and opening --------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, config: dict) -> "RunDir":
+        """A new run directory holding `config` as run.json; refuses a directory that
+        already holds a run (use --resume) or other files."""
+        p = Path(path)
+        if (p / "run.json").exists():
+            raise RunDirError(f"{p} already holds a run; continue it with --resume {p}, or choose "
+                              "another -o.")
+        if p.exists() and any(p.iterdir()):
+            raise RunDirError(f"{p} exists and is not empty; choose another -o.")
+        p.mkdir(parents=True, exist_ok=True)
+        run = cls(p)
+        write_json(p / "run.json", {"format": RUN_FORMAT, **config})
+        return run
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "RunDir":
+        p = Path(path)
+        if not (p / "run.json").is_file():
+            raise RunDirError(f"{p} is not a polc refine run directory (it has no run.json).")
+        run = cls(p)
+        if run.config.get("format") != RUN_FORMAT:
+            raise RunDirError(f"{p / 'run.json'} is not a {RUN_FORMAT} file.")
+        return run
+
+    @property
+    def config(self) -> dict:
+        return read_json(self.path / "run.json")
+
+    def update_config(self, **changes: Any) -> None:
+        write_json(self.path / "run.json", {**self.config, **changes})
+
+    # ---- rounds ------------------------------------------------------------------------
+
+    def round_dir(self, k: int) -> Path:
+        return self.path / f"round_{k:02d}"
+
+    def is_done(self, k: int) -> bool:
+        return (self.round_dir(k) / "done").is_file()
+
+    def complete_rounds(self) -> list[int]:
+        """0, 1, ... up to the first round without its done marker."""
+        k = 0
+        while self.is_done(k):
+            k += 1
+        return list(range(k))
+
+    def begin_round(self, k: int) -> Path:
+        """A fresh directory for round k; an unfinished one of an earlier attempt is moved
+        aside first (never deleted: it may help to see where a crash happened)."""
+        d = self.round_dir(k)
+        if self.is_done(k):
+            raise RunDirError(f"round {k} of {self.path} is already complete.")
+        if d.exists():
+            n = 1
+            while (aside := d.with_name(f"{d.name}.interrupted-{n}")).exists():
+                n += 1
+            os.replace(d, aside)
+        for later in self._round_dirs():
+            if later > k and not self.is_done(later):
+                shutil.rmtree(self.round_dir(later))  # cannot exist without round k; be safe
+        d.mkdir(parents=True)
+        return d
+
+    def finish_round(self, k: int, metrics: dict) -> None:
+        """Write the round's metrics, then its done marker (last, so the round counts only
+        when everything else is in place)."""
+        d = self.round_dir(k)
+        write_json(d / "metrics.json", metrics)
+        write_atomic(d / "done", time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+
+    def metrics(self, k: int) -> dict:
+        return read_json(self.round_dir(k) / "metrics.json")
+
+    def _round_dirs(self) -> list[int]:
+        return sorted(int(m.group(1)) for p in self.path.iterdir() if (m := _ROUND.match(p.name)))
+
+    # ---- files -------------------------------------------------------------------------
+
+    def write(self, relpath: str, data: str | bytes) -> Path:
+        target = self.path / relpath
+        write_atomic(target, data)
+        return target
+
+    def read(self, relpath: str) -> Optional[str]:
+        target = self.path / relpath
+        return target.read_text(encoding="utf-8") if target.is_file() else None

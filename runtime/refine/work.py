@@ -1,0 +1,184 @@
+"""The non-LLM work of a refinement round: check, fit, traced rollout, evaluation.
+
+Each function does one phase with the settings of the run and returns plain results;
+the round state machine (loop.py) decides what happens next.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, NamedTuple, Optional, Sequence
+
+FEEDBACK_MODES = ("analysis", "table", "none")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a run refines. `rounds` counts the rounds that end in a move of the model; a
+    revision made in the last of them is fitted and evaluated in one more, final round."""
+
+    rounds: int = 6
+    feedback: str = "analysis"       # analysis | table | none (the paper's ablation)
+    rollout_episodes: int = 2        # traced episodes per round, on training seeds (resets)
+    eval_episodes: int = 10          # untraced episodes per round on unseen seeds (not resets)
+    max_steps: Optional[int] = None  # episode limit; None: the environment's (1000)
+    restarts: int = 3                # imitation learning: restarts, epochs, patience
+    max_epochs: int = 2000
+    patience: int = 100
+    max_repairs: int = 5             # a revision failing `polc check` goes back this many times
+    max_regenerations: int = 5       # a structure that cannot be fitted is replaced this many times
+    max_tests: int = 2               # TEST moves per round before REVISE or STOP is required
+    max_reply_retries: int = 3       # unusable replies sent back with the reason, per request
+    n_envs: int = 0                  # environments stepped at once; 0: one per core
+    analysis_cpu_seconds: int = 60
+    analysis_wall_seconds: float = 120.0
+    output_chars: int = 6000         # how much the analysis is asked to print ...
+    feedback_chars: int = 12000      # ... and how much of it is sent back
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if self.feedback not in FEEDBACK_MODES:
+            raise ValueError(f"feedback must be one of {', '.join(FEEDBACK_MODES)}, not {self.feedback!r}")
+        if self.rounds < 1 or self.rollout_episodes < 1 or self.eval_episodes < 1:
+            raise ValueError("rounds, rollout episodes and eval episodes must be at least 1")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Settings":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# Fewer, shorter episodes and a short fit: the whole loop in about a minute. Returns of cut
+# episodes are not comparable with full ones (a lap takes about 600-900 steps).
+QUICK = dict(rounds=2, rollout_episodes=1, eval_episodes=3, max_steps=300, restarts=1, max_epochs=300,
+             patience=30, quick=True)
+
+
+def quick(settings: Settings) -> Settings:
+    return replace(settings, **{k: v for k, v in QUICK.items() if k != "rounds" or settings.rounds > v})
+
+
+class FitFailed(Exception):
+    """The structure could not be fitted (non-finite loss, divergence, missing columns)."""
+
+
+class Checked(NamedTuple):
+    program: Any          # polc.Program, or None when the check failed
+    report: str           # rendered diagnostics: the errors, or the warnings of a passing program
+    errors: int
+    warnings: int
+
+
+def check(text: str, file: str, env: str) -> Checked:
+    """`polc check --env ENV` of a program text: errors stop it; warnings are reported."""
+    import polc
+    from polc.diagnostics import render_all
+
+    from ..schema import check_against_env
+
+    try:
+        program = polc.loads(text, file)
+    except polc.PolError as e:
+        diags = list(e.diagnostics)
+        return Checked(None, render_all(diags, text), sum(d.is_error for d in diags),
+                       sum(not d.is_error for d in diags))
+    diags = list(program.warnings) + check_against_env(program.typed, env)
+    errors = sum(d.is_error for d in diags)
+    return Checked(None if errors else program, render_all(diags, text) if diags else "", errors,
+                   len(diags) - errors)
+
+
+def environment(env: str, settings: Settings):
+    from .. import envs
+    from .envspec import ShortEpisodes
+
+    spec = envs.get(env)
+    return ShortEpisodes(spec, settings.max_steps) if settings.max_steps else spec
+
+
+def rollout_seeds(spec: Any, demo_seeds: Sequence[int], n: int) -> list[int]:
+    """The first `n` training seeds (the environment's demonstration range) that the
+    demonstration itself did not use: tracks the structure was not fitted on, but never
+    the unseen evaluation seeds."""
+    used = set(int(s) for s in demo_seeds)
+    return [s for s in spec.demo_seeds if s not in used][:n]
+
+
+class Fitted(NamedTuple):
+    policy: Any
+    params: dict
+    info: dict       # FitResult.info(): losses, restarts, seconds
+    weights: dict    # name -> constrained value (float or nested list)
+
+
+def fit_program(program: Any, demo: Any, settings: Settings) -> Fitted:
+    """Imitation learning of `program` on the demonstration table `demo`; `FitFailed`
+    with the reason when no restart produced finite weights."""
+    import numpy as np
+
+    from ..fit import FitConfig, FitError, fit, load_demos
+
+    policy = program.compile()
+    config = FitConfig(restarts=settings.restarts, max_epochs=settings.max_epochs, patience=settings.patience)
+    try:
+        demos = load_demos(demo, policy.program)
+        result = fit(policy, demos, config)
+    except FitError as e:
+        raise FitFailed(str(e)) from None
+    constrained = policy.constrain(result.params)
+    weights = {}
+    for w in policy.program.weights:
+        value = np.asarray(constrained[w.name], np.float64)
+        if not np.all(np.isfinite(value)):
+            raise FitFailed(f'the fitted weight "{w.name}" is not finite ({value.tolist()})')
+        weights[w.name] = value.tolist()
+    if not math.isfinite(result.best.val_loss):
+        raise FitFailed(f"the best validation loss is {result.best.val_loss}")
+    return Fitted(policy, result.params, result.info(), weights)
+
+
+def rollout_config(settings: Settings, n: int, trace: bool):
+    from ..rollout import RolloutConfig
+
+    n_envs = settings.n_envs or min(n, os.cpu_count() or 1)
+    return RolloutConfig(n_envs=max(1, min(n_envs, n)), trace=trace)
+
+
+def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, meta: dict,
+                   settings: Settings) -> list[float]:
+    """Run one traced episode per seed into the Parquet trace `path`; the returns."""
+    from ..rollout import TraceLayout, rollout
+    from ..table import TableWriter
+
+    writer = TableWriter(path, TraceLayout(fitted.policy.program, spec.schema).columns(), meta)
+    try:
+        result = rollout(fitted.policy, fitted.params, spec, seeds,
+                         rollout_config(settings, len(seeds), trace=True),
+                         lambda ep: writer.write_episode(ep.columns))
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+    return [float(r) for r in result.returns]
+
+
+def evaluate_returns(fitted: Fitted, spec: Any, settings: Settings):
+    """The untraced return over the first `eval_episodes` unseen evaluation seeds."""
+    from ..evaluate import eval_seeds, evaluate
+
+    seeds = eval_seeds(spec, settings.eval_episodes)
+    return evaluate(fitted.policy, fitted.params, spec, seeds,
+                    rollout_config(settings, len(seeds), trace=False))
+
+
+def fmt_weights(weights: dict) -> str:
+    """`k_look = 0.1442, v_max = 1.079, gains = [0.1, 0.2]` with 4 significant digits."""
+    def num(v: Any) -> str:
+        return f"[{', '.join(num(x) for x in v)}]" if isinstance(v, list) else f"{v:.4g}"
+
+    return ", ".join(f"{k} = {num(v)}" for k, v in weights.items())
