@@ -256,7 +256,7 @@ def check_signs(ctx: Context) -> CheckOut:
                     ref = max(ref, 0.5 * (w.hi - w.lo)) if ref == 0 else ref
                 ref = ref if ref > 0 else 1.0
                 dist = abs(v[k] - bound)
-                if dist <= AT_BOUND * ref:
+                if dist <= AT_BOUND * ref and v[k] != init[k]:  # a weight left at its declared value was not fitted
                     name = w.name + element(w.type.shape, k)
                     other = ("below " if side == "lower" else "above ") + num(bound)
                     out.append(Finding("signs", "warning", w.name,
