@@ -80,13 +80,14 @@ def test_constraints_hold_by_construction(demos):
     assert 0.45 < kd <= 0.5
 
 
+@pytest.mark.slow
 def test_an_mlp_policy_fits_too(demos):
     policy = compiled(toy.reach_policy().replace(
         "action push : real in [-1, 1] = kp * err - kd * vel",
         "latent h = mlp(gap, vel; hidden = [16], out = 1, activation = tanh)\n"
         "action push : real in [-1, 1] = h[0] + 0 * (kp + kd)"))
-    result = fit(policy, demos, FitConfig(learning_rate=0.02, batch_size=512, max_epochs=300, patience=30,
-                                          restarts=1))
+    result = fit(policy, demos, FitConfig(learning_rate=0.02, mlp_learning_rate=0.01, batch_size=512,
+                                          max_epochs=100, patience=30, restarts=1))
     mean, _ = jax.vmap(policy.apply, in_axes=(None, 0))(result.params, demos.obs)
     target = TRUE["kp"] * demos.obs["gap"][:, 0] - TRUE["kd"] * demos.obs["vel"]
     r2 = 1 - np.var(np.asarray(mean["push"]) - target) / np.var(target)

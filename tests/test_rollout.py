@@ -11,7 +11,7 @@ import pytest
 import polc
 from polc.diagnostics import PolError
 from polc.runtime import toy
-from polc.runtime.rollout import RolloutConfig, TraceLayout, rollout
+from polc.runtime.rollout import Rollout, RolloutConfig, TraceLayout, rollout
 
 SPEC = toy.SPEC
 # Pushes right whenever the target is right of the start, so those episodes run off the
@@ -91,8 +91,11 @@ def test_terminated_episode_ends_early_with_its_flags():
 
 def test_sampled_actions_follow_the_declared_noise_and_the_noise_seed():
     policy = compiled(toy.reach_policy(std=0.1))
-    _, a = run(policy, range(8), sample=True)
-    _, b = run(policy, range(8), sample=True)
+    params = policy.init(jax.random.PRNGKey(0))
+    a, b = [], []
+    with Rollout(policy, SPEC, RolloutConfig(sample=True)) as runner:  # one compile for both runs
+        runner.run(params, range(8), a.append)
+        runner.run(params, range(8), b.append)
     _, c = run(policy, range(8), sample=True, noise_seed=1)
     noise = np.concatenate([e.columns["action.push"] - e.columns["mean.push"] for e in a])
     inside = np.abs(np.concatenate([e.columns["mean.push"] for e in a])) < 0.7  # away from the clip
