@@ -7,7 +7,8 @@
     obs, reward, terminated, truncated, info = env.step(expert.act(env))
 
 Importing this package registers every environment with gymnasium
-("car_racing" is `gymnasium.make("polc/CarRacing-v0")`).
+("car_racing" is `gymnasium.make("polc/CarRacing-v0")`, "door" is
+`gymnasium.make("polc/DoorOpen-v0")`, Meta-World door-open-v3).
 
 Seed policy: demonstrations come from `spec.demo_seeds` (0..999) and evaluation
 from `spec.eval_seeds` (10_000 upward), so a policy is never evaluated on a
@@ -23,6 +24,8 @@ import gymnasium as gym
 import numpy as np
 
 from .car_racing import CAR_RACING
+from .door import DOOR, DOOR_METRIC, MAX_STEPS as _DOOR_STEPS
+from .metric import RETURN, Metric
 from .schema import EnvSchema, Field, check_program_against
 
 DEMO_SEEDS = range(0, 1000)
@@ -39,13 +42,15 @@ class Expert(Protocol):
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """An environment polc knows: its schema, how to make it, and its expert."""
+    """An environment polc knows: its schema, how to make it, its expert, and
+    how an episode is scored (`metric`: the return unless the paper says otherwise)."""
 
     schema: EnvSchema
     max_steps: int
     _expert: Callable[[gym.Env], Expert]
     demo_seeds: range = DEMO_SEEDS
     eval_seeds: range = EVAL_SEEDS
+    metric: Metric = RETURN
 
     @property
     def name(self) -> str:
@@ -65,10 +70,17 @@ def _car_racing_expert(env: gym.Env) -> Expert:
     return CarRacingExpert()
 
 
+def _door_expert(env: gym.Env) -> Expert:
+    from .door_expert import DoorExpert
+
+    return DoorExpert()
+
+
 _CAR_RACING_STEPS = 1000  # gymnasium's CarRacing-v3 TimeLimit; the return depends on it
 
 _REGISTRY: dict[str, EnvSpec] = {
     "car_racing": EnvSpec(CAR_RACING, _CAR_RACING_STEPS, _car_racing_expert),
+    "door": EnvSpec(DOOR, _DOOR_STEPS, _door_expert, metric=DOOR_METRIC),
 }
 
 if CAR_RACING.env_id not in gym.registry:
@@ -77,6 +89,10 @@ if CAR_RACING.env_id not in gym.registry:
                  # Its first-step check warns on actions given as Python floats or JAX
                  # arrays; tests/test_env_car_racing.py runs gymnasium's full check_env instead.
                  disable_env_checker=True)
+
+if DOOR.env_id not in gym.registry:  # metaworld's 500-step horizon; the metric is over these steps
+    gym.register(id=DOOR.env_id, entry_point="polc.runtime.envs.door:SemanticDoorOpen",
+                 max_episode_steps=_DOOR_STEPS, disable_env_checker=True)
 
 
 def names() -> list[str]:
@@ -92,5 +108,5 @@ def get(name: str) -> EnvSpec:
         raise KeyError(f'unknown environment "{name}"; known: {", ".join(names())}') from None
 
 
-__all__ = ["EnvSchema", "EnvSpec", "Expert", "Field", "check_program_against", "get", "names",
-           "DEMO_SEEDS", "EVAL_SEEDS"]
+__all__ = ["EnvSchema", "EnvSpec", "Expert", "Field", "Metric", "RETURN", "check_program_against", "get",
+           "names", "DEMO_SEEDS", "EVAL_SEEDS"]

@@ -1,0 +1,63 @@
+"""How an environment scores an episode, for `polc eval` and the results tables.
+
+The default is the undiscounted return (higher is better), Car Racing's metric.
+An environment whose paper reports something else describes it with a `Metric`:
+the door's is the minimum handle-to-target distance over the episode (lower is
+better). A metric is computed from an episode's step table (the columns
+`polc.runtime.table` writes: `obs.<name>` (T, *shape), `reward` (T,), ...), so
+the same function scores a live evaluation, a demonstration and a saved trace:
+
+    score = metric.of_episode(columns)     # one float per episode
+
+`per_step` must be a module-level function (environment specs are pickled to
+the worker processes of a vector env).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
+
+import numpy as np
+
+Columns = Mapping[str, np.ndarray]
+
+_REDUCE: dict[str, Callable[[np.ndarray], float]] = {
+    "sum": np.sum, "min": np.min, "max": np.max, "mean": np.mean}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number per episode, and which way is better."""
+
+    name: str  # as a person reads it: "return", "min handle-to-target distance"
+    key: str  # its key in JSON and tables: "return", "min_handle_to_target"
+    higher_is_better: bool
+    doc: str  # how it is computed, with units
+    per_step: Optional[Callable[[Columns], np.ndarray]] = None  # columns -> (T,); None: the `reward` column
+    reduce: str = "sum"  # over the steps: sum | min | max | mean
+    unit: str = ""  # e.g. "m"; "" for a return
+
+    def __post_init__(self) -> None:
+        if self.reduce not in _REDUCE:
+            raise ValueError(f"metric reduce must be one of {', '.join(_REDUCE)}, not {self.reduce!r}")
+
+    @property
+    def is_return(self) -> bool:
+        """The episode return: computable from rewards alone, no step table needed."""
+        return self.per_step is None and self.reduce == "sum"
+
+    @property
+    def direction(self) -> str:
+        return "higher is better" if self.higher_is_better else "lower is better"
+
+    def of_episode(self, columns: Columns) -> float:
+        """The score of one episode from its step-table columns (each (T, ...))."""
+        values = columns["reward"] if self.per_step is None else self.per_step(columns)
+        values = np.asarray(values, np.float64)
+        if values.ndim != 1 or not len(values):
+            raise ValueError(f"metric {self.key!r} needs one value per step, got shape {values.shape}")
+        return float(_REDUCE[self.reduce](values))
+
+
+RETURN = Metric("return", "return", True, "the undiscounted sum of the rewards over the episode")
