@@ -369,3 +369,7 @@ def register(sub: Any) -> None:
     from .refine.cli import register as add_refine  # polc generate, polc refine: the refinement loop
 
     add_refine(sub)
+
+    from .rl.cli import register as add_rl  # polc rl: reinforcement learning from fitted params
+
+    add_rl(sub)

@@ -1,0 +1,11 @@
+"""Reinforcement learning beyond the demonstration (`polc rl`), brax style:
+
+    losses.py      the objective: clipped window likelihood ratio, group-relative reward-to-go
+    collect.py     sampled episodes in N environments, one batched policy call per step
+    train.py       RLConfig, the update loop, outputs; resumable
+    checkpoint.py  the atomic checkpoint `--resume` continues from
+    curve.py       the learning-curve PNG
+    cli.py         the `polc rl` command
+
+Importing this package imports nothing heavy (the CLI registers `polc rl` on every call).
+"""

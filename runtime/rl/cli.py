@@ -1,0 +1,123 @@
+"""`polc rl FILE.pol --params P --env NAME --resets N -o DIR [--resume] [overrides]`.
+
+Exit codes as every runtime command: 0 done, 1 a failure the user must fix
+(a policy without noise, a run directory holding another run, non-finite
+updates), 2 bad usage. Ctrl-C or SIGTERM stops after the last checkpoint;
+`--resume` continues from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from polc.cli import UsageError
+
+# (flag, RLConfig field, type, help): the settings a user may override.
+OVERRIDES = (
+    ("--gamma", "gamma", float, "discount of the reward-to-go (default 0.98)"),
+    ("--clip", "clip", float, "likelihood-ratio clip range (default 0.2)"),
+    ("--lr", "lr", float, "Adam learning rate (default 7e-3)"),
+    ("--episodes-per-update", "episodes_per_update", int, "episodes per update (default 20)"),
+    ("--epochs", "epochs", int, "passes over an update's episodes (default 3)"),
+    ("--minibatches", "minibatches", int, "Adam steps per epoch (default 1)"),
+    ("--window", "window", int, "steps per likelihood-ratio window (default 10; 1 = per step)"),
+    ("--seeds-per-update", "seeds_per_update", int, "groups (env seeds) per update (default 1)"),
+    ("--seed", "seed", int, "seed of the sampled noise (default 0)"),
+)
+
+
+def cmd_rl(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .. import commands as rc
+    from .checkpoint import exists
+    from .collect import RLError, verify_stochastic
+    from .train import PARAMS, RLConfig, train
+
+    spec = rc._env(args.env)
+    policy = rc._policy(args.file)
+    try:
+        verify_stochastic(policy.program)
+    except RLError as e:
+        return rc._fail(str(e))
+    if args.resets < 0:
+        raise UsageError("polc: --resets must be at least 0.")
+    if args.resume and not exists(args.output):
+        print(f"polc: no run to resume in '{args.output}'; starting one.", file=sys.stderr)
+    settings = {field: getattr(args, field) for _, field, _, _ in OVERRIDES if getattr(args, field) is not None}
+    config = RLConfig(resets=args.resets, **settings)
+    if args.resume and exists(args.output):
+        config = _resumed_config(args.output, config, settings)
+    e = config.episodes_per_update
+    n_envs = args.n_envs if args.n_envs else min(e, os.cpu_count() or 1)
+    config = replace(config, n_envs=max(1, n_envs))
+    try:
+        config.verify()
+    except ValueError as err:
+        raise UsageError(f"polc: {err}.") from None
+    params = rc._params(policy, args.params)
+    try:
+        with rc._sigterm_interrupts():
+            result = train(policy, params, spec, config, args.output, resume=args.resume,
+                           start={"file": args.params}, progress=not args.quiet)
+    except RLError as err:
+        return rc._fail(str(err))
+    except KeyboardInterrupt:
+        print(f"polc: interrupted; the last finished update is kept in {args.output} "
+              f"(continue with --resume).", file=sys.stderr)
+        raise
+    log = result.log
+    if not log["log"]:
+        print(f"polc: --resets {args.resets} is less than one update ({e} episodes); nothing trained.",
+              file=sys.stderr)
+        return 0
+    first, last = log["log"][0], log["log"][-1]
+    print(f"wrote {os.path.join(args.output, PARAMS)}: {log['updates']} updates, {log['resets']} resets, "
+          f"mean training return {first['return_mean']:.1f} -> {last['return_mean']:.1f}, "
+          f"{log['elapsed_s']:.0f} s", file=sys.stderr)
+    return 0
+
+
+def _resumed_config(directory: str, config: Any, settings: dict):
+    """The checkpoint's settings with the new budget; an explicit override must agree."""
+    import json
+
+    import numpy as np
+
+    from .checkpoint import NAME
+    from .train import RLConfig
+
+    try:
+        with np.load(os.path.join(directory, NAME), allow_pickle=False) as z:
+            saved = RLConfig(**json.loads(str(z["meta"]))["config"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"polc: cannot read the checkpoint in '{directory}': {e}.") from None
+    clash = [f"--{k.replace('_', '-')} {v} (the run used {getattr(saved, k)})" for k, v in settings.items()
+             if getattr(saved, k) != v]
+    if clash:
+        raise UsageError("polc: --resume continues a run with its own settings: " + "; ".join(clash) + ".")
+    from dataclasses import replace
+
+    return replace(saved, resets=config.resets)
+
+
+def register(sub: Any) -> None:
+    """Add `polc rl` to the `polc` subcommands."""
+    from .. import commands as rc
+
+    c = sub.add_parser("rl", help="reinforcement learning from fitted params (the paper's objective)")
+    c.add_argument("file", help="the .pol policy (every action must declare noise)")
+    c.add_argument("--params", help="params to start from, e.g. from polc fit (default: the declared weights)")
+    c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
+    c.add_argument("--resets", type=int, required=True,
+                   help="budget of training episodes (environment resets); stops before exceeding it")
+    c.add_argument("-o", "--output", required=True, help="run directory: rl.params, log.json, curve.png, checkpoint")
+    c.add_argument("--resume", action="store_true", help="continue the run in the output directory")
+    c.add_argument("--n-envs", type=int, default=0, help="environments run at once (default: one per core)")
+    for flag, field, kind, text in OVERRIDES:
+        c.add_argument(flag, dest=field, type=kind, default=None, help=text)
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    c.set_defaults(func=rc._guard(cmd_rl))

@@ -1,0 +1,219 @@
+"""Collecting training episodes: sampled actions and their log-densities, in N
+environments at once with ONE batched policy call per step.
+
+The jitted step takes the observations of every environment packed in one
+(N, O) float32 array (`TraceLayout.pack_obs`, as rollouts do) and returns one
+(N, 2A + 1) array: [draws (A), executed actions (A), log-density]. A draw is
+mean + std * noise, the Gaussian sample BEFORE clipping to the action's range;
+the environment executes the clipped draw and the log-density is that of the
+draw (`policy.log_prob`, the unclipped Gaussian). Clipping is then part of the
+environment, so the score function of the draw is exact; the log-density of
+the clipped action would put a density where the policy has a point mass.
+
+Keys and seeds. The noise of step t of episode k of an update is drawn with
+fold_in(fold_in(key, k), t): an episode's data depend only on its seed, the
+params and the update's key, never on N or on which slot ran it.
+
+Resets. Every episode starts with exactly one `reset` of its slot and every
+episode is used for training: a slot left without an episode in this update
+keeps stepping (its rows are ignored) instead of being reset to a throwaway
+episode, so `Episodes.resets` == the number of episodes, always.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from ..rollout import Segment, TraceLayout, verify_compatible
+
+
+class RLError(Exception):
+    """RL cannot proceed; the message says why and what to change."""
+
+
+class Episodes(NamedTuple):
+    """The episodes of one update, padded to T = the environment's max steps."""
+
+    seeds: np.ndarray    # (E,) int64
+    obs: np.ndarray      # (E, T, O) float32, packed observations (`TraceLayout.obs`)
+    draws: np.ndarray    # (E, T, A) float32, the Gaussian draws, actions flattened in declaration order
+    logp: np.ndarray     # (E, T) float32, log-density of the draws under the acting params
+    rewards: np.ndarray  # (E, T) float64
+    mask: np.ndarray     # (E, T) float32, 1 for a real step
+    returns: np.ndarray  # (E,) float64, undiscounted
+    lengths: np.ndarray  # (E,) int64
+    resets: int          # environment resets made: one per episode
+
+
+def verify_stochastic(tp) -> None:
+    """Raise `RLError` naming the actions without noise: RL samples every action."""
+    plain = [a for a in tp.actions if a.std is None]
+    if not plain:
+        return
+    names = ", ".join(f'"{a.name}"' for a in plain)
+    example = plain[0].name
+    raise RLError(
+        f'policy "{tp.name}" ({tp.file}) cannot be trained by RL: action{"s" if len(plain) > 1 else ""} '
+        f"{names} {'have' if len(plain) > 1 else 'has'} no noise. RL samples every action and needs its "
+        f"likelihood; declare one, e.g. `action {example} : ... = ... ~ normal(std = s_{example})` with "
+        f"`weight s_{example} : real in [0.01, 0.5] = 0.05`.")
+
+
+def action_segments(tp) -> tuple[Segment, ...]:
+    """Where each action sits in a flattened (A,) action row."""
+    out, start = [], 0
+    for a in tp.actions:
+        seg = Segment(a.name, start, tuple(a.type.shape), "float32")
+        out.append(seg)
+        start += seg.size
+    return tuple(out)
+
+
+def make_sample_step(policy, layout: TraceLayout) -> Callable:
+    """Jitted (params, key, flat obs (N, O), episode (N,) int32, step (N,) int32) -> (N, 2A + 1) float32."""
+    import jax
+    import jax.numpy as jnp
+
+    tp = policy.program
+    obs_names = [o.name for o in tp.obs]
+    stochastic = [a for a in tp.actions if a.std is not None]
+
+    def one(params, key, flat, episode, step):
+        obs = unflatten(flat, layout.obs, obs_names)
+        mean, std, _ = policy.distribution(params, obs)
+        key = jax.random.fold_in(jax.random.fold_in(key, episode), step)
+        keys = jax.random.split(key, len(stochastic)) if stochastic else ()
+        draws = dict(mean)
+        for k, a in zip(keys, stochastic):
+            draws[a.name] = mean[a.name] + std[a.name] * jax.random.normal(k, a.type.shape, jnp.float32)
+        executed = [jnp.clip(draws[a.name], a.lo, a.hi) for a in tp.actions]
+        parts = [draws[a.name] for a in tp.actions] + executed + [policy.log_prob(params, obs, draws)]
+        return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts])
+
+    return jax.jit(jax.vmap(one, in_axes=(None, None, 0, 0, 0)))
+
+
+def unflatten(flat, segments: Sequence[Segment], names: Sequence[str]) -> dict:
+    """A packed row (..., D) -> dict name -> (..., *shape) for `names`; a segment's
+    name is its column without the prefix ("obs.speed" -> "speed")."""
+    by_name = {s.column.split(".", 1)[-1]: s for s in segments}
+    lead = flat.shape[:-1]
+    return {n: flat[..., by_name[n].start:by_name[n].start + by_name[n].size].reshape(lead + by_name[n].shape)
+            for n in names}
+
+
+class Collector:
+    """A policy compiled for sampling in one environment; its vector env is kept
+    across updates.
+
+        with Collector(policy, spec, n_envs=2) as c:
+            episodes = c.run(params, key, seeds, on_episode)
+    """
+
+    def __init__(self, policy, spec: Any, n_envs: int = 1, asynchronous: Optional[bool] = None):
+        verify_stochastic(policy.program)
+        verify_compatible(policy.program, spec.schema)
+        self.policy, self.spec = policy, spec
+        self.layout = TraceLayout(policy.program, spec.schema)
+        self.actions = action_segments(policy.program)
+        self.a_size = sum(s.size for s in self.actions)
+        self.step_fn = make_sample_step(policy, self.layout)
+        self.n_envs = max(1, n_envs)
+        self.asynchronous = self.n_envs > 1 if asynchronous is None else asynchronous
+        self._envs = None
+        self._n = 0
+
+    def _vector_env(self, n: int):
+        from ..vector import make_vector_env
+
+        if self._envs is not None and self._n != n:
+            self.close()
+        if self._envs is None:
+            self._envs, self._n = make_vector_env(self.spec, n, self.asynchronous), n
+        return self._envs
+
+    def run(self, params, key, seeds: Sequence[int],
+            on_episode: Optional[Callable[[int, int, float, int], None]] = None) -> Episodes:
+        """One episode per seed, sampled with `key`; `on_episode(index, seed, return,
+        length)` is called as each finishes."""
+        seeds = [int(s) for s in seeds]
+        n = min(self.n_envs, len(seeds))
+        envs = self._vector_env(n)
+        try:
+            return self._run(envs, n, params, key, seeds, on_episode)
+        except BaseException:
+            self._envs.close(terminate=True)  # interrupted: do not wait for workers to finish a step
+            self._envs = None
+            raise
+
+    def _run(self, envs, n: int, params, key, seeds: list[int], on_episode) -> Episodes:
+        e, t_max, a = len(seeds), int(self.spec.max_steps), self.a_size
+        buf = Episodes(np.asarray(seeds, np.int64), np.zeros((e, t_max, self.layout.obs_size), np.float32),
+                       np.zeros((e, t_max, a), np.float32), np.zeros((e, t_max), np.float32),
+                       np.zeros((e, t_max), np.float64), np.zeros((e, t_max), np.float32),
+                       np.zeros(e), np.zeros(e, np.int64), 0)
+        episode = np.arange(n, dtype=np.int32)   # the episode each slot runs; -1: idle
+        steps = np.zeros(n, np.int32)
+        nxt, resets, done = n, n, 0
+        obs, _ = envs.reset(seed=seeds[:n])
+        while done < e:
+            flat = self.layout.pack_obs(obs, n)
+            out = np.asarray(self.step_fn(params, key, flat, np.maximum(episode, 0), steps))
+            if not np.all(np.isfinite(out[episode >= 0])):
+                raise RLError(self._nonfinite(out[episode >= 0]))
+            obs, reward, terminated, truncated, _ = envs.step(
+                {s.column: out[:, a + s.start:a + s.start + s.size].reshape((n,) + s.shape) for s in self.actions})
+            for i in np.flatnonzero(episode >= 0):
+                k, t = episode[i], steps[i]
+                if t >= t_max:
+                    raise RLError(f"episode {k} (seed {seeds[k]}) ran past the environment's {t_max} steps")
+                buf.obs[k, t], buf.draws[k, t], buf.logp[k, t] = flat[i], out[i, :a], out[i, 2 * a]
+                buf.rewards[k, t], buf.mask[k, t] = reward[i], 1.0
+            steps += 1
+            ended = np.flatnonzero((terminated | truncated) & (episode >= 0))
+            if not len(ended):
+                continue
+            mask = np.zeros(n, bool)
+            for i in ended:
+                k = episode[i]
+                buf.lengths[k] = steps[i]
+                buf.returns[k] = float(np.sum(buf.rewards[k, :steps[i]]))
+                done += 1
+                if on_episode is not None:
+                    on_episode(int(k), seeds[k], float(buf.returns[k]), int(steps[i]))
+                episode[i], steps[i] = (nxt, 0) if nxt < e else (-1, 0)
+                if nxt < e:
+                    mask[i], nxt = True, nxt + 1
+            if mask.any():
+                reset_seeds = [seeds[episode[i]] if mask[i] else None for i in range(n)]
+                obs, _ = envs.reset(seed=reset_seeds, options={"reset_mask": mask})
+                resets += int(mask.sum())
+        return buf._replace(resets=resets)
+
+    def _nonfinite(self, out: np.ndarray) -> str:
+        bad = [s.column for s in self.actions if not np.all(np.isfinite(out[:, s.start:s.start + s.size]))]
+        what = ", ".join(f'"{b}"' for b in bad) or "the log-density"
+        return (f"the policy's sampled actions are not finite ({what}): its mean or noise std is NaN or "
+                f"infinite on an observation it met")
+
+    def transitions(self, episodes: Episodes, advantage: np.ndarray):
+        """`Episodes` -> `losses.Transitions` (observations and draws by name)."""
+        from .losses import Transitions
+
+        tp = self.policy.program
+        obs = unflatten(episodes.obs, self.layout.obs, [o.name for o in tp.obs])
+        draws = unflatten(episodes.draws, self.actions, [x.name for x in tp.actions])
+        return Transitions(obs, draws, episodes.logp, np.asarray(advantage, np.float32), episodes.mask)
+
+    def close(self) -> None:
+        if self._envs is not None:
+            self._envs.close()
+            self._envs = None
+
+    def __enter__(self) -> "Collector":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
