@@ -1,6 +1,6 @@
-"""Run every benchmark, one after the other, each in its own process.
+"""Run every benchmark (each `bench_*.py` here), one after the other, each in its own process.
 
-    .venv/bin/python benchmarks/run_all.py [--out DIR] [--quick]
+    .venv/bin/python benchmarks/run_all.py [--out DIR] [--quick] [--only NAME ...]
 
 --out DIR   also write each benchmark's raw results as DIR/<name>.json
 --quick     the minimum repetitions (7 interleaved repetitions; `polc check` 3 times,
@@ -16,20 +16,28 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = ("bench_lowering", "bench_torch", "bench_check")
+# The compiler's three first, then any other bench_*.py in this folder (runtime benchmarks).
+FIRST = ("bench_lowering", "bench_torch", "bench_check")
+QUICK = {"bench_lowering": ["--reps", "7"], "bench_torch": ["--reps", "7"],
+         "bench_check": ["--runs", "3", "--lines", "1000"]}
+
+
+def benchmarks() -> list[str]:
+    found = sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("bench_") and f.endswith(".py"))
+    return [b for b in FIRST if b in found] + [b for b in found if b not in FIRST]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="directory for the raw JSON results")
     ap.add_argument("--quick", action="store_true", help="minimum repetitions")
-    ap.add_argument("--only", choices=BENCHMARKS, action="append", help="run only this one (repeatable)")
+    ap.add_argument("--only", choices=benchmarks(), action="append", help="run only this one (repeatable)")
     args = ap.parse_args(argv)
     failed = []
-    for name in args.only or BENCHMARKS:
+    for name in args.only or benchmarks():
         cmd = [sys.executable, os.path.join(HERE, name + ".py")]
         if args.quick:
-            cmd += ["--runs", "3", "--lines", "1000"] if name == "bench_check" else ["--reps", "7"]
+            cmd += QUICK.get(name, [])
         if args.out:
             cmd += ["--json", os.path.join(args.out, name + ".json")]
         print(f"$ {' '.join(cmd)}", flush=True)
