@@ -10,7 +10,7 @@ Each command is `(args) -> exit code` (0 ok, 1 a failure the user must fix,
 2 bad usage or unreadable input), in the conventions of `polc.cli`: messages
 on stderr, no tracebacks. Without `--params`, a policy runs with the weights
 declared in its source (mlp weights drawn from key 0). Rollouts and demos
-stopped by Ctrl-C or SIGTERM keep their finished episodes in
+stopped early (Ctrl-C, SIGTERM, an error) keep their finished episodes in
 `<stem>.partial.parquet` (see `polc.runtime.table`).
 """
 
@@ -94,7 +94,7 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _episode_progress(total: int, what: str, quiet: bool):
+def _episode_progress(what: str, quiet: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -109,21 +109,19 @@ def _env_meta(spec) -> dict:
 
 @contextlib.contextmanager
 def _writing(writer) -> Iterator:
-    """Close `writer` when the block ends normally; on Ctrl-C or SIGTERM keep the
-    finished episodes (saying where), on any other error remove the temporary file."""
+    """Close `writer` when the block ends normally. When it stops early (Ctrl-C,
+    SIGTERM, an error) the finished episodes go to the .partial.parquet file beside
+    the target, and the target is not written."""
     with _sigterm_interrupts():
         try:
             yield writer
-        except KeyboardInterrupt:
+        except BaseException as e:
             kept = writer.abort()
             if kept:
-                print(f"polc: interrupted; the {writer.episodes} finished episode(s) are in {kept} "
+                print(f"polc: stopped; the {writer.episodes} finished episode(s) are in {kept} "
                       f"({writer.path} was not written).", file=sys.stderr)
-            else:
+            elif isinstance(e, KeyboardInterrupt):
                 print("polc: interrupted before the first episode finished; nothing written.", file=sys.stderr)
-            raise
-        except BaseException:
-            writer.abort()
             raise
     writer.close()
 
@@ -141,15 +139,14 @@ def cmd_demos(args: argparse.Namespace) -> int:
 
     spec = _env(args.env)
     seeds = list(range(args.seed, args.seed + args.episodes))
-    demo = getattr(spec, "demo_seeds", range(0, 1000))
+    demo = spec.demo_seeds
     if args.episodes < 1 or seeds[0] not in demo or seeds[-1] not in demo:
         raise UsageError(f"polc: demonstration seeds must lie in {demo.start}..{demo.stop - 1} (evaluation uses "
-                         f"seeds from {getattr(spec, 'eval_seeds', range(10_000, 1)).start}); got "
-                         f"--seed {args.seed} --episodes {args.episodes}.")
+                         f"seeds from {spec.eval_seeds.start}); got --seed {args.seed} --episodes {args.episodes}.")
     meta = {"kind": "demonstration", "polc_version": __version__, "env": _env_meta(spec), "seeds": seeds,
             "command": f"polc demos {args.env} --episodes {args.episodes} --seed {args.seed} -o {args.output}"}
     writer = TableWriter(args.output, demo_columns(spec.schema), meta)
-    with _episode_progress(len(seeds), "expert", args.quiet) as bar, _writing(writer):
+    with _episode_progress("expert", args.quiet) as bar, _writing(writer):
         task = bar.add_task("expert", total=len(seeds), last="")
         episodes = write_demos(spec, seeds, writer, lambda ep: bar.update(
             task, advance=1, last=f"seed {ep.seed}: return {ep.ret:.1f}"))
@@ -227,7 +224,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             "env": _env_meta(spec), "seeds": seeds, "actions": "sampled" if args.sample else "mean",
             "noise_seed": args.noise_seed if args.sample else None}
     writer = TableWriter(args.output, TraceLayout(tp, spec.schema).columns(), meta)
-    with _episode_progress(len(seeds), "rollout", args.quiet) as bar, _writing(writer):
+    with _episode_progress("rollout", args.quiet) as bar, _writing(writer):
         task = bar.add_task("rollout", total=len(seeds), last="")
 
         def done(ep) -> None:
@@ -252,7 +249,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         seeds = eval_seeds(spec, args.seeds, args.seed_start)
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
-    with _episode_progress(len(seeds), "eval", args.quiet or args.json) as bar:
+    with _episode_progress("eval", args.quiet or args.json) as bar:
         task = bar.add_task("eval", total=len(seeds), last="")
         progress = lambda ep: bar.update(task, advance=1, last=f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
         if args.expert:

@@ -64,8 +64,7 @@ class EvalResult(NamedTuple):
 def eval_seeds(spec: Any, n: int, start: Optional[int] = None) -> list[int]:
     """`n` evaluation seeds: the environment's first `n` eval seeds, or `start`, start+1, ...
     (a start inside the demonstration seeds is refused)."""
-    seeds = getattr(spec, "eval_seeds", range(10_000, 20_000))
-    demo = getattr(spec, "demo_seeds", range(0, 1000))
+    seeds, demo = spec.eval_seeds, spec.demo_seeds
     chosen = list(seeds[:n]) if start is None else list(range(start, start + n))
     overlap = [s for s in chosen if s in demo]
     if overlap:

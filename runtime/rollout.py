@@ -17,6 +17,11 @@ the vector env take the next episode as they finish. Sampled actions use the
 key fold_in(fold_in(PRNGKey(noise_seed), seed), step), so an episode's data
 depend only on its seed and the policy, not on N or on which slot ran it.
 Finished episodes are handed over in episode order.
+
+With n_envs > 1 the environments run in spawned processes (AsyncVectorEnv;
+not forked, since the parent runs JAX's threads). Spawning re-imports the
+main module, so a script that rolls out several envs at once needs the usual
+`if __name__ == "__main__":` guard (the `polc` command has it).
 """
 
 from __future__ import annotations
