@@ -28,6 +28,8 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from polc import typed as T
+
 from .losses import Batch, batch_loss, kind
 from .table import Table
 
@@ -144,7 +146,7 @@ def diagnose_nonfinite(policy, params, demos: Demos) -> Optional[str]:
     tp = policy.program
     for lat in tp.latents:
         bad = ~np.isfinite(np.asarray(latents[lat.name], np.float64))
-        if lat.type.base == "real" and bad.any():
+        if lat.type.base == T.REAL and bad.any():
             return (f'latent "{lat.name}" is not finite on {_rows(bad)} of {demos.size} demonstration rows '
                     f"(a log or sqrt of a negative value, or a division by zero?)")
     for a in tp.actions:
@@ -187,7 +189,7 @@ def _initial(policy, config: FitConfig, restart: int) -> dict:
 
 
 class _Trainer:
-    """The jitted pieces of one fit: `epoch(state, key) -> (state, train loss)`, `val(params)`.
+    """The jitted pieces of one fit: `epoch(state, rng) -> (state, train loss)`, `val(params)`.
 
     The data go in as arguments, not closed-over constants: constants would be
     baked into the compiled program and make compiling it take seconds."""
