@@ -136,6 +136,8 @@ class _Checker:
         self.poisoned: set[str] = set()
         self._mlp_count: dict[str, int] = {}
         self._current = ""
+        self._lines: Optional[list[str]] = None
+        self._reads: dict[str, set[str]] = {}
 
     # ---- helpers ---------------------------------------------------------------------
 
@@ -147,7 +149,9 @@ class _Checker:
         raise _Poison()
 
     def text(self, span: ast.Span) -> str:
-        lines = source_lines(self.prog.text)
+        if self._lines is None:  # split once: intents quote their claims, hundreds in a big program
+            self._lines = source_lines(self.prog.text)
+        lines = self._lines
         if span.line == span.end_line:
             return lines[span.line - 1][span.column - 1: span.end_column - 1]
         parts = [lines[span.line - 1][span.column - 1:]]
@@ -627,16 +631,22 @@ class _Checker:
             return None
         return T.RangeIntent(target.id, lo, hi, c.op == ">", c.op == "<", text, c.span)
 
-    def ancestors(self, name: str) -> set[str]:
+    def direct_reads(self, name: str) -> set[str]:
+        """Names a latent or action reads directly (its noise std included); cached."""
+        if name not in self._reads:
+            node = self.typed_nodes.get(name)
+            read: set[str] = set()
+            if node is not None:
+                read = T.refs(node.expr) | (T.refs(node.std) if isinstance(node, T.Action) and node.std else set())
+            self._reads[name] = read
+        return self._reads[name]
+
+    def ancestors(self, *names: str) -> set[str]:
+        """Everything the given nodes are computed from, transitively: one traversal for all of them."""
         seen: set[str] = set()
-        todo = [name]
+        todo = list(names)
         while todo:
-            n = todo.pop()
-            node = self.typed_nodes.get(n)
-            if node is None:
-                continue
-            read = T.refs(node.expr) | (T.refs(node.std) if isinstance(node, T.Action) and node.std else set())
-            for r in read - seen:
+            for r in self.direct_reads(todo.pop()) - seen:
                 seen.add(r)
                 todo.append(r)
         return seen
@@ -644,13 +654,10 @@ class _Checker:
     # ---- whole program ---------------------------------------------------------------------------
 
     def unused(self, intents: Sequence[T.Intent]) -> None:
-        used: set[str] = set()
-        for a in self.typed_nodes.values():
-            if isinstance(a, T.Action):
-                used |= self.ancestors(a.name)
-        mentioned = set()
-        for node in self.typed_nodes.values():
-            mentioned |= T.refs(node.expr)
+        used = self.ancestors(*(n for n, node in self.typed_nodes.items() if isinstance(node, T.Action)))
+        mentioned: set[str] = set()
+        for name in self.typed_nodes:
+            mentioned |= self.direct_reads(name)
         for i in intents:
             mentioned |= {i.target} | ({i.var} if isinstance(i, T.MonoIntent) else set())
         for name, kind in self.kinds.items():
@@ -669,7 +676,8 @@ class _Checker:
                 t = Type(d.type.base, tuple(d.type.dims))
                 if all(n > 0 for n in d.type.dims) and math.prod(d.type.dims) <= MAX_ELEMENTS:
                     self.types[d.name] = t
-        for name in self.order():
+        order = self.order()
+        for name in order:
             if name not in self.poisoned:
                 self.check_node(name)
         intents = [i for i in (self.intent(d) for d in self.prog.decls if isinstance(d, ast.ExpectDecl)) if i]
@@ -678,7 +686,7 @@ class _Checker:
         if self.errors:
             raise PolError(sorted(self.errors, key=_position), self.prog.text)
         self.unused(intents)
-        nodes = tuple(self.typed_nodes[n] for n in self.order_cache)
+        nodes = tuple(self.typed_nodes[n] for n in order if n in self.typed_nodes)
         header = self.prog_header
         return T.TypedProgram(
             name=header.name if header else _stem(self.prog.file),
@@ -695,11 +703,6 @@ class _Checker:
             file=self.prog.file,
             source=self.prog.text,
         )
-
-    @property
-    def order_cache(self) -> list[str]:
-        # The order is recomputed on the now-cycle-free graph; cheap for programs of any real size.
-        return [n for n in self.order() if n in self.typed_nodes]
 
 
 def _position(d: Diagnostic) -> tuple:
