@@ -1,0 +1,284 @@
+"""Phase 2, expressions: the type and static shape of every expression.
+
+`ExprChecker` is the part of the checker (`check._Checker`) that types one
+expression tree: names, operators, indexing, vector literals and builtin
+calls (`mlp` included), with NumPy broadcasting. An expression that is wrong
+reports one error and raises `_Poison`, which unwinds to its declaration.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Union
+
+from . import ast, errors, typed as T
+from .diagnostics import Diagnostic, ice
+from .typed import BOOL, REAL, Type
+
+# The most elements any one value may have (an 84x84x3 image fits): beyond it the
+# analysis and the reference interpreter would allocate without bound.
+MAX_ELEMENTS = 1 << 16
+# The widest MLP layer.
+MAX_LAYER = 1 << 14
+
+FUNCTIONS = sorted(set(T.ELEMENTWISE) | set(T.BINARY_FUNCS) | set(T.REDUCTIONS) | {"clip", "where", "mlp"})
+
+
+class _Poison(Exception):
+    """An expression already reported as wrong; unwinds to its declaration."""
+
+
+def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> Optional[tuple[int, ...]]:
+    """NumPy broadcasting of two static shapes, or None if they do not broadcast."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y))
+    return tuple(reversed(out))
+
+
+def _int_literal(e: ast.Expr) -> Optional[int]:
+    """The integer an index or keyword literal denotes, or None if it is not one."""
+    sign = 1
+    while isinstance(e, ast.Unary) and e.op in "-+":
+        sign = -sign if e.op == "-" else sign
+        e = e.operand
+    if isinstance(e, ast.Number) and float(e.value).is_integer() and "." not in e.text and "e" not in e.text.lower():
+        return sign * int(e.value)
+    return None
+
+
+
+class ExprChecker:
+    """Expression typing; the state (`kinds`, `types`, `poisoned`, `errors`, ...) is `check._Checker`'s."""
+
+    def error(self, d: Diagnostic) -> None:
+        self.errors.append(d)
+
+    def fail(self, d: Diagnostic):
+        self.errors.append(d)
+        raise _Poison()
+
+    # ---- expressions -------------------------------------------------------------------------
+
+    def expr(self, e: ast.Expr) -> T.TExpr:
+        method = getattr(self, "expr_" + type(e).__name__, None)
+        if method is None:
+            raise ice(f"no type rule for {type(e).__name__}")
+        x = method(e)
+        if math.prod(x.type.shape) > MAX_ELEMENTS:
+            self.fail(errors.too_large(e.span, x.type.shape, MAX_ELEMENTS))
+        return x
+
+    def expr_Number(self, e: ast.Number) -> T.TExpr:
+        return T.Const(e.value, Type(REAL), e.span)
+
+    def expr_BoolLit(self, e: ast.BoolLit) -> T.TExpr:
+        return T.Const(e.value, Type(BOOL), e.span)
+
+    def expr_Name(self, e: ast.Name) -> T.TExpr:
+        kind = self.kinds.get(e.id)
+        if kind is None:
+            if self.prog_header is not None and e.id == self.prog_header.name:
+                self.fail(errors.not_a_value(e.span, e.id, "policy"))
+            if e.id in FUNCTIONS:
+                self.fail(errors.not_a_value(e.span, e.id, "function"))
+            self.fail(errors.undefined_name(e.span, e.id, self.kinds.keys()))
+        if e.id in self.poisoned or e.id not in self.types:
+            raise _Poison()
+        return T.Ref(e.id, kind, self.types[e.id], e.span)
+
+    def need(self, x: T.TExpr, base: str, what: str, hint: Optional[str] = None) -> None:
+        if x.type.base != base:
+            if hint is None and base == REAL:
+                hint = "Turn a condition into a number with `if c then 1 else 0`."
+            self.fail(errors.type_mismatch(x.span, what, f"{base}", str(x.type), hint))
+
+    def bshape(self, span: ast.Span, op: str, *xs: T.TExpr) -> tuple[int, ...]:
+        shape: tuple[int, ...] = ()
+        for x in xs:
+            out = broadcast_shapes(shape, x.type.shape)
+            if out is None:
+                self.fail(errors.shape_mismatch(span, op, shape, x.type.shape))
+            shape = out
+        return shape
+
+    def expr_Unary(self, e: ast.Unary) -> T.TExpr:
+        x = self.expr(e.operand)
+        if e.op == "not":
+            self.need(x, BOOL, "The operand of `not`", "Compare first, e.g. `not (x > 0)`.")
+            return T.Unary("not", x, x.type, e.span)
+        self.need(x, REAL, f"The operand of unary `{e.op}`")
+        return x if e.op == "+" else T.Unary("neg", x, x.type, e.span)
+
+    def expr_Binary(self, e: ast.Binary) -> T.TExpr:
+        left, right = self.expr(e.left), self.expr(e.right)
+        op = T.BINARY_OPS[e.op]
+        if op in ("and", "or"):
+            self.need(left, BOOL, f"The left operand of `{e.op}`", "Compare first, e.g. `x > 0 and y > 0`.")
+            self.need(right, BOOL, f"The right operand of `{e.op}`", "Compare first, e.g. `x > 0 and y > 0`.")
+            base = BOOL
+        elif op in ("eq", "ne") and left.type.base == BOOL and right.type.base == BOOL:
+            base = BOOL
+        else:
+            self.need(left, REAL, f"The left operand of `{e.op}`")
+            self.need(right, REAL, f"The right operand of `{e.op}`")
+            base = BOOL if op in ("eq", "ne", "lt", "le", "gt", "ge") else REAL
+        shape = self.bshape(e.op_span, e.op, left, right)
+        return T.Binary(op, left, right, Type(base, shape), e.span)
+
+    def expr_IfElse(self, e: ast.IfElse) -> T.TExpr:
+        return self.select(e.span, "if", self.expr(e.cond), self.expr(e.then), self.expr(e.orelse))
+
+    def select(self, span: ast.Span, what: str, c: T.TExpr, a: T.TExpr, b: T.TExpr) -> T.TExpr:
+        example = self.text(c.span) if len(self.text(c.span)) <= 30 else "x"
+        self.need(c, BOOL, f"The condition of `{what}`", f"Write a comparison, e.g. `{example} > 0`.")
+        if a.type.base != b.type.base:
+            self.fail(errors.type_mismatch(b.span, f"Both branches of `{what}`", f"{a.type.base} like the first",
+                                           str(b.type)))
+        shape = self.bshape(span, what, c, a, b)
+        return T.Select(c, a, b, Type(a.type.base, shape), span)
+
+    def expr_Vector(self, e: ast.Vector) -> T.TExpr:
+        if not e.items:
+            self.fail(errors.empty_vector(e.span))
+        items = tuple(self.expr(i) for i in e.items)
+        for i in items[1:]:
+            if i.type != items[0].type:
+                self.fail(errors.ragged_vector(i.span, str(items[0].type), str(i.type)))
+        t = items[0].type
+        return T.Stack(items, Type(t.base, (len(items),) + t.shape), e.span)
+
+    def expr_Subscript(self, e: ast.Subscript) -> T.TExpr:
+        base = self.expr(e.base)
+        shape = base.type.shape
+        if len(e.items) > len(shape):
+            self.fail(errors.too_many_indices(e.span, len(e.items), shape))
+        items: list[Union[int, tuple[int, int]]] = []
+        out: list[int] = []
+        for axis, it in enumerate(e.items):
+            size = shape[axis]
+            if isinstance(it, ast.At):
+                i = _int_literal(it.index)
+                if i is None:
+                    self.fail(errors.index_not_constant(it.span))
+                if not -size <= i < size:
+                    self.fail(errors.index_out_of_bounds(it.span, i, size, axis))
+                items.append(i % size)
+            else:
+                ends = []
+                for bound, default in ((it.start, 0), (it.stop, size)):
+                    if bound is None:
+                        ends.append(default)
+                        continue
+                    j = _int_literal(bound)
+                    if j is None:
+                        self.fail(errors.index_not_constant(bound.span))
+                    if not -size <= j <= size:
+                        self.fail(errors.index_out_of_bounds(bound.span, j, size, axis))
+                    ends.append(j + size if j < 0 else j)
+                if ends[0] >= ends[1]:
+                    self.fail(errors.empty_slice(it.span, ends[0], ends[1]))
+                items.append((ends[0], ends[1]))
+                out.append(ends[1] - ends[0])
+        out += list(shape[len(e.items):])
+        return T.Index(base, tuple(items), Type(base.type.base, tuple(out)), e.span)
+
+    # ---- calls ---------------------------------------------------------------------------
+
+    def kwargs(self, e: ast.Call, allowed: Sequence[str]) -> dict[str, ast.Kwarg]:
+        out: dict[str, ast.Kwarg] = {}
+        for k in e.kwargs:
+            if k.name not in allowed:
+                self.fail(errors.unknown_keyword(k.name_span, e.func, k.name, allowed))
+            if k.name in out:
+                self.fail(errors.duplicate_keyword(k.name_span, e.func, k.name))
+            out[k.name] = k
+        return out
+
+    def arity(self, e: ast.Call, expected: str, ok: bool) -> None:
+        if not ok:
+            self.fail(errors.wrong_arity(e.span, e.func, expected, len(e.args)))
+
+    def expr_Call(self, e: ast.Call) -> T.TExpr:
+        f = e.func
+        if f not in FUNCTIONS:
+            if f in self.kinds:
+                self.fail(errors.not_a_function(e.func_span, f, self.kinds[f]))
+            self.fail(errors.unknown_function(e.func_span, f, FUNCTIONS))
+        if f == "mlp":
+            return self.call_mlp(e)
+        reducing = f in T.REDUCTIONS and (len(e.args) == 1 or f in ("sum", "mean", "norm"))
+        kw = self.kwargs(e, ("axis",) if reducing else ())
+        if reducing:
+            self.arity(e, "1 argument (and optionally `axis = k`)", len(e.args) == 1)
+            x = self.expr(e.args[0])
+            self.need(x, REAL, f"The argument of `{f}`")
+            axis = None
+            shape: tuple[int, ...] = ()
+            if "axis" in kw:
+                axis = _int_literal(kw["axis"].value)
+                if axis is None:
+                    self.fail(errors.bad_keyword_value(kw["axis"].value.span, f, "axis", "an integer literal"))
+                if not -x.type.ndim <= axis < x.type.ndim:
+                    self.fail(errors.bad_axis(kw["axis"].value.span, axis, x.type.ndim))
+                axis %= x.type.ndim
+                shape = x.type.shape[:axis] + x.type.shape[axis + 1:]
+            return T.Reduce(f, x, axis, Type(REAL, shape), e.span)
+        args = tuple(self.expr(a) for a in e.args)
+        if f in T.ELEMENTWISE:
+            self.arity(e, "1 argument", len(args) == 1)
+            self.need(args[0], REAL, f"The argument of `{f}`")
+            return T.Apply(f, args, args[0].type, e.span)
+        if f in T.BINARY_FUNCS:
+            expected = "1 argument (a reduction) or 2 (elementwise)" if f in ("min", "max") else "2 arguments"
+            self.arity(e, expected, len(args) == 2)
+            for i, a in enumerate(args):
+                self.need(a, REAL, f"Argument {i + 1} of `{f}`")
+            return T.Apply(f, args, Type(REAL, self.bshape(e.span, f, *args)), e.span)
+        if f == "clip":
+            self.arity(e, "3 arguments (x, lo, hi)", len(args) == 3)
+            for i, a in enumerate(args):
+                self.need(a, REAL, f"Argument {i + 1} of `clip`")
+            return T.Apply(f, args, Type(REAL, self.bshape(e.span, f, *args)), e.span)
+        if f == "where":
+            self.arity(e, "3 arguments (condition, then, else)", len(args) == 3)
+            return self.select(e.span, "where", *args)
+        raise ice(f"function {f} has no type rule")
+
+    def call_mlp(self, e: ast.Call) -> T.TExpr:
+        kw = self.kwargs(e, ("hidden", "out", "activation"))
+        if not e.args:
+            self.fail(errors.wrong_arity(e.span, "mlp", "at least 1 input", 0))
+        inputs = tuple(self.expr(a) for a in e.args)
+        for i, x in enumerate(inputs):
+            self.need(x, REAL, f"Input {i + 1} of `mlp`")
+        hidden: tuple[int, ...] = (64, 64)
+        if "hidden" in kw:
+            v = kw["hidden"].value
+            sizes = [_int_literal(i) for i in v.items] if isinstance(v, ast.Vector) else [None]
+            if not sizes or any(s is None or not 0 < s <= MAX_LAYER for s in sizes):
+                self.fail(errors.bad_keyword_value(v.span, "mlp", "hidden",
+                                                   f"a list of layer sizes from 1 to {MAX_LAYER}, like [64, 64]"))
+            hidden = tuple(sizes)
+        out = 0
+        if "out" in kw:
+            n = _int_literal(kw["out"].value)
+            if n is None or not 0 < n <= MAX_LAYER:
+                self.fail(errors.bad_keyword_value(kw["out"].value.span, "mlp", "out",
+                                                   f"an integer from 1 to {MAX_LAYER}"))
+            out = n
+        activation = "tanh"
+        if "activation" in kw:
+            v = kw["activation"].value
+            if not (isinstance(v, ast.Name) and v.id in T.ACTIVATIONS):
+                self.fail(errors.bad_keyword_value(v.span, "mlp", "activation",
+                                                   " or ".join(f"`{a}`" for a in T.ACTIVATIONS)))
+            activation = v.id
+        k = self._mlp_count.get(self._current, 0)
+        self._mlp_count[self._current] = k + 1
+        key = f"{self._current}.mlp" + (str(k) if k else "")
+        return T.Mlp(key, inputs, hidden, out, activation, Type(REAL, (out,) if out else ()), e.span)
