@@ -52,8 +52,9 @@ def cmd_rl(args: argparse.Namespace) -> int:
     if args.resume and exists(args.output):
         config = _resumed_config(args.output, config, settings)
     e = config.episodes_per_update
-    n_envs = args.n_envs if args.n_envs else min(e, os.cpu_count() or 1)
-    config = replace(config, n_envs=max(1, n_envs))
+    resuming = args.resume and exists(args.output)
+    if args.n_envs or not resuming:  # a resumed run keeps its own n_envs unless told otherwise
+        config = replace(config, n_envs=max(1, args.n_envs or min(e, os.cpu_count() or 1)))
     try:
         config.verify()
     except ValueError as err:
@@ -75,7 +76,8 @@ def cmd_rl(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 0
     first, last = log["log"][0], log["log"][-1]
-    print(f"wrote {os.path.join(args.output, PARAMS)}: {log['updates']} updates, {log['resets']} resets, "
+    updates = f"{log['updates']} update{'' if log['updates'] == 1 else 's'}"
+    print(f"wrote {os.path.join(args.output, PARAMS)}: {updates}, {log['resets']} resets, "
           f"mean training return {first['return_mean']:.1f} -> {last['return_mean']:.1f}, "
           f"{log['elapsed_s']:.0f} s", file=sys.stderr)
     return 0

@@ -14,10 +14,13 @@ Keys and seeds. The noise of step t of episode k of an update is drawn with
 fold_in(fold_in(key, k), t): an episode's data depend only on its seed, the
 params and the update's key, never on N or on which slot ran it.
 
-Resets. Every episode starts with exactly one `reset` of its slot and every
-episode is used for training: a slot left without an episode in this update
-keeps stepping (its rows are ignored) instead of being reset to a throwaway
-episode, so `Episodes.resets` == the number of episodes, always.
+Resets. Every training episode starts with exactly one `reset` of its slot,
+and `Episodes.resets` counts them: the paper's count (episodes used for
+training). A slot left without an episode near the end of an update cannot
+just wait: gymnasium's vector envs step every slot and refuse to step a
+finished one. It restarts its last seed and its steps are discarded, unused;
+those restarts (at most n_envs - 1 per update) are counted apart, in
+`Episodes.idle_resets`, and never as training episodes.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ class Episodes(NamedTuple):
     mask: np.ndarray     # (E, T) float32, 1 for a real step
     returns: np.ndarray  # (E,) float64, undiscounted
     lengths: np.ndarray  # (E,) int64
-    resets: int          # environment resets made: one per episode
+    resets: int          # training episodes started: one reset each
+    idle_resets: int     # restarts of idle slots whose steps were discarded
 
 
 def verify_stochastic(tp) -> None:
@@ -153,10 +157,10 @@ class Collector:
         buf = Episodes(np.asarray(seeds, np.int64), np.zeros((e, t_max, self.layout.obs_size), np.float32),
                        np.zeros((e, t_max, a), np.float32), np.zeros((e, t_max), np.float32),
                        np.zeros((e, t_max), np.float64), np.zeros((e, t_max), np.float32),
-                       np.zeros(e), np.zeros(e, np.int64), 0)
+                       np.zeros(e), np.zeros(e, np.int64), 0, 0)
         episode = np.arange(n, dtype=np.int32)   # the episode each slot runs; -1: idle
         steps = np.zeros(n, np.int32)
-        nxt, resets, done = n, n, 0
+        nxt, resets, idle, done = n, n, 0, 0
         obs, _ = envs.reset(seed=seeds[:n])
         while done < e:
             flat = self.layout.pack_obs(obs, n)
@@ -172,25 +176,26 @@ class Collector:
                 buf.obs[k, t], buf.draws[k, t], buf.logp[k, t] = flat[i], out[i, :a], out[i, 2 * a]
                 buf.rewards[k, t], buf.mask[k, t] = reward[i], 1.0
             steps += 1
-            ended = np.flatnonzero((terminated | truncated) & (episode >= 0))
+            ended = np.flatnonzero(terminated | truncated)
             if not len(ended):
                 continue
-            mask = np.zeros(n, bool)
+            mask, reset_seeds, started = np.zeros(n, bool), [None] * n, 0
             for i in ended:
                 k = episode[i]
-                buf.lengths[k] = steps[i]
-                buf.returns[k] = float(np.sum(buf.rewards[k, :steps[i]]))
-                done += 1
-                if on_episode is not None:
-                    on_episode(int(k), seeds[k], float(buf.returns[k]), int(steps[i]))
-                episode[i], steps[i] = (nxt, 0) if nxt < e else (-1, 0)
+                mask[i], reset_seeds[i] = True, seeds[max(k, 0)]
+                if k >= 0:
+                    buf.lengths[k] = steps[i]
+                    buf.returns[k] = float(np.sum(buf.rewards[k, :steps[i]]))
+                    done += 1
+                    if on_episode is not None:
+                        on_episode(int(k), seeds[k], float(buf.returns[k]), int(steps[i]))
+                episode[i], steps[i] = -1, 0
                 if nxt < e:
-                    mask[i], nxt = True, nxt + 1
-            if mask.any():
-                reset_seeds = [seeds[episode[i]] if mask[i] else None for i in range(n)]
+                    episode[i], reset_seeds[i], nxt, started = nxt, seeds[nxt], nxt + 1, started + 1
+            if done < e:  # the other ended slots are idle: they rerun a seed, unrecorded
                 obs, _ = envs.reset(seed=reset_seeds, options={"reset_mask": mask})
-                resets += int(mask.sum())
-        return buf._replace(resets=resets)
+                resets, idle = resets + started, idle + int(mask.sum()) - started
+        return buf._replace(resets=resets, idle_resets=idle)
 
     def _nonfinite(self, out: np.ndarray) -> str:
         bad = [s.column for s in self.actions if not np.all(np.isfinite(out[:, s.start:s.start + s.size]))]

@@ -41,7 +41,7 @@ reward-to-go (horizon 1 / (1 - gamma) = 50 steps) still credits them jointly.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -53,18 +53,18 @@ class Transitions(NamedTuple):
 
     obs: dict        # name -> (E, T, *shape) float32, the policy's observations
     actions: dict    # name -> (E, T, *shape) float32, the Gaussian draws (before clipping to the range)
-    logp: object     # (E, T) float32, log-density of `actions` under the policy that acted
-    advantage: object  # (E, T) float32, group-relative reward-to-go (`advantages`)
-    mask: object     # (E, T) float32, 1 for a real step, 0 past the episode's end
+    logp: Any        # (E, T) float32, log-density of `actions` under the policy that acted
+    advantage: Any   # (E, T) float32, group-relative reward-to-go (`advantages`)
+    mask: Any        # (E, T) float32, 1 for a real step, 0 past the episode's end
 
 
 class Stats(NamedTuple):
     """What one gradient step saw (scalars, means over real steps)."""
 
-    loss: object         # -J
-    clip_fraction: object  # share of steps whose window ratio lies outside [1 - clip, 1 + clip]
-    approx_kl: object    # mean of (ratio - 1) - log ratio per step: >= 0, about KL(old || new)
-    ratio: object        # mean window ratio s_w
+    loss: Any            # -J
+    clip_fraction: Any   # share of steps whose window ratio lies outside [1 - clip, 1 + clip]
+    approx_kl: Any       # mean of (ratio - 1) - log ratio per step: >= 0, about KL(old || new)
+    ratio: Any           # mean window ratio s_w
 
 
 # ---- advantages (NumPy, once per update) -------------------------------------------------

@@ -61,10 +61,11 @@ class RLConfig:
     window: int = 10                  # steps per likelihood-ratio window (1: per step)
     seeds_per_update: int = 1         # groups per update: episodes of a group share an env seed
     seed: int = 0                     # the noise of the sampled actions
-    n_envs: int = 1                   # environments stepped together (does not change the results)
+    n_envs: int = 1                   # environments stepped together (the same episodes up to float rounding)
 
-    # What a resumed run may change: neither changes an update's result.
-    RESUMABLE: ClassVar[tuple[str, ...]] = ("resets", "n_envs")
+    # What a resumed run may change. Not n_envs: the batch size of the policy call
+    # changes its float rounding, and a bit-for-bit resume needs the same calls.
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("resets",)
 
     def verify(self) -> None:
         """Raise `ValueError` naming the first bad setting."""
@@ -149,7 +150,8 @@ class Updater:
 
 def _record(update: int, state: ckpt.TrainState, ep: Episodes, stats, seconds: tuple[float, float]) -> dict:
     r = lambda x: float(f"{float(x):.6g}")  # noqa: E731
-    return {"update": update, "resets": state.resets, "seeds": sorted({int(s) for s in ep.seeds}),
+    return {"update": update, "resets": state.resets, "idle_resets": ep.idle_resets,
+            "seeds": sorted({int(s) for s in ep.seeds}),
             "return_mean": r(np.mean(ep.returns)), "return_std": r(np.std(ep.returns)),
             "return_min": r(np.min(ep.returns)), "return_max": r(np.max(ep.returns)),
             "length_mean": r(np.mean(ep.lengths)),
@@ -245,7 +247,7 @@ def _resumed(directory: str, fresh: ckpt.TrainState, meta: dict, config: RLConfi
     if diff:
         raise RLError(f"the run in '{directory}' used other settings; resume with the same ones "
                       f"({'; '.join(diff)})")
-    saved["config"] = asdict(config)  # the new budget and n_envs
+    saved["config"] = asdict(config)  # the new budget
     return state, saved
 
 

@@ -1,0 +1,92 @@
+"""`polc rl` through `polc` itself on the toy environment: a run, its outputs, the
+params loading in `polc eval` and `polc rollout` unchanged, --resume, and the
+errors (a policy without noise, a directory holding a run, clashing settings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from polc.cli import main
+from polc.runtime import envs, toy
+from polc.runtime.table import read_table
+
+
+@pytest.fixture(autouse=True)
+def toy_env(monkeypatch):
+    monkeypatch.setitem(envs._REGISTRY, toy.NAME, toy.SPEC)
+
+
+@pytest.fixture
+def pol(tmp_path):
+    path = tmp_path / "reach.pol"
+    path.write_text(toy.reach_policy(kp=0.3, kd=0.1, std=0.3))
+    return str(path)
+
+
+def polc(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def rl(capsys, pol, out, *extra):
+    return polc(capsys, "rl", pol, "--env", "toy_reach", "-o", out, "--n-envs", "1", "--episodes-per-update", "4",
+                "-q", *extra)
+
+
+def test_rl_writes_params_log_curve_that_eval_and_rollout_load(tmp_path, pol, capsys):
+    out = str(tmp_path / "run")
+    code, _, err = rl(capsys, pol, out, "--resets", "10", "--lr", "0.05")
+    assert code == 0 and "2 updates, 8 resets" in err
+    log = json.loads((tmp_path / "run" / "log.json").read_text())
+    assert log["resets"] == 8 and log["config"]["lr"] == 0.05 and log["config"]["gamma"] == 0.98
+    assert [r["resets"] for r in log["log"]] == [4, 8] and log["start_params"]["file"] is None
+    assert (tmp_path / "run" / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    params = json.loads((tmp_path / "run" / "rl.params").read_text())
+    assert params["fit"]["method"] == "rl" and params["fit"]["resets"] == 8
+
+    code, out_text, _ = polc(capsys, "eval", pol, "--params", f"{out}/rl.params", "--env", "toy_reach", "--seeds",
+                             "3", "--n-envs", "1", "--json", "-q")
+    assert code == 0 and json.loads(out_text)["episodes"] == 3
+    trace = str(tmp_path / "trace.parquet")
+    code, _, _ = polc(capsys, "rollout", pol, "--params", f"{out}/rl.params", "--env", "toy_reach", "--episodes",
+                      "1", "--n-envs", "1", "-o", trace, "-q")
+    assert code == 0
+    kp = read_table(trace).column("weight.kp")
+    assert float(kp[0]) == pytest.approx(params["weights"]["kp"], rel=1e-6)
+
+
+def test_resume_extends_the_budget_and_refuses_other_settings(tmp_path, pol, capsys):
+    out = str(tmp_path / "run")
+    assert rl(capsys, pol, out, "--resets", "4")[0] == 0
+    code, _, err = rl(capsys, pol, out, "--resets", "8")
+    assert code == 1 and "already holds an RL run" in err and "--resume" in err
+    code, _, err = rl(capsys, pol, out, "--resets", "8", "--resume", "--lr", "0.1")
+    assert code == 2 and "--lr 0.1 (the run used 0.007)" in err
+    code, _, err = rl(capsys, pol, out, "--resets", "8", "--resume")
+    assert code == 0 and "2 updates, 8 resets" in err
+
+
+def test_resume_without_a_run_starts_one(tmp_path, pol, capsys):
+    code, _, err = rl(capsys, pol, str(tmp_path / "new"), "--resets", "4", "--resume")
+    assert code == 0 and "no run to resume" in err and "1 update, 4 resets" in err
+
+
+def test_a_policy_without_noise_is_a_clear_error(tmp_path, capsys):
+    path = tmp_path / "plain.pol"
+    path.write_text(toy.reach_policy().replace(" ~ normal(std = s)", ""))
+    code, _, err = rl(capsys, str(path), str(tmp_path / "run"), "--resets", "4")
+    assert code == 1
+    assert 'action "push" has no noise' in err and "~ normal(std = s_push)" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_settings_are_usage_errors(tmp_path, pol, capsys):
+    code, _, err = rl(capsys, pol, str(tmp_path / "run"), "--resets", "4", "--minibatches", "3")
+    assert code == 2 and "minibatches (3) must divide episodes_per_update (4)" in err
+    code, _, err = rl(capsys, pol, str(tmp_path / "run"), "--resets", "4", "--clip", "1.5")
+    assert code == 2 and "clip must lie in (0, 1)" in err
