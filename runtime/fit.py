@@ -47,7 +47,7 @@ class FitConfig:
     patience: int = 100       # epochs without a validation improvement before a restart stops
     lr_patience: int = 25     # epochs without one before the learning rate drops
     lr_decay: float = 0.5     # ... by this factor
-    min_delta: float = 1e-4   # improvements smaller than this do not count
+    min_delta: float = 1e-4   # relative: improvements below min_delta * |best loss| do not count
     val_fraction: float = 0.2
     restarts: int = 3
     init_noise: float = 0.5   # std of the perturbation of unconstrained weights for restarts >= 1
@@ -294,7 +294,7 @@ def _restart(trainer: _Trainer, params, r: int, config: FitConfig, bar) -> tuple
             stopped = (f"diverged at epoch {epoch}: the {which} loss became {value} "
                        f"(best validation loss so far {best_val:.4g})")
             break
-        if val_loss < best_val - config.min_delta:
+        if val_loss < best_val - config.min_delta * abs(best_val):
             best_val, best_train, best_epoch, best_params = val_loss, train_loss, epoch, state[0]
         bar.update(task, advance=1, train=train_loss, val=best_val)
         if epoch - best_epoch >= config.patience:
