@@ -22,10 +22,10 @@ import argparse
 import importlib
 import os
 import sys
-import tempfile
 from typing import Callable, Optional, Sequence
 
 from .diagnostics import Diagnostic, InternalCompilerError, PolError, dumps, render_all
+from .files import write_atomic  # noqa: F401  (re-exported: `from polc.cli import write_atomic`)
 
 
 class UsageError(Exception):
@@ -44,21 +44,6 @@ def _read(path: str) -> str:
         raise UsageError(f"polc: '{path}' is not UTF-8 text ({e.reason} at byte {e.start}).") from None
     except OSError as e:
         raise UsageError(f"polc: cannot read '{path}': {e.strerror}.") from None
-
-
-def write_atomic(path: str, data: str) -> None:
-    """Write `data` to `path` so no half-written file is ever left under that name."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _emit_diagnostics(diags: Sequence[Diagnostic], text: str, fmt: str, out=None) -> None:

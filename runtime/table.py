@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
@@ -47,24 +46,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from polc.files import temporary_beside  # noqa: F401  (re-exported for the runtime)
+
 # Column kinds by prefix, in table order.
 PREFIXES = ("obs", "latent", "weight", "mean", "action")
 DTYPES = {"float32": pa.float32(), "bool": pa.bool_(), "int32": pa.int32(), "int64": pa.int64()}
 WRITE_OPTIONS = dict(use_dictionary=False, compression="snappy", write_statistics=True)
-
-
-def temporary_beside(path: str) -> str:
-    """A new hidden temporary file in `path`'s directory (created if needed), for an
-    atomic `os.replace` onto `path`. Its mode follows the umask like an ordinary new
-    file's (mkstemp's own 0600 would carry over to the final file)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    os.close(fd)
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
-    return tmp
 
 
 class TableError(Exception):

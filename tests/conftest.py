@@ -4,7 +4,18 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import warnings  # noqa: E402
+
 import jax  # noqa: E402
+
+# Box2D's SWIG types warn when first imported, and under warnings-as-errors that
+# import segfaults: import it once here, before any test, with the warning off.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    try:
+        import Box2D  # noqa: F401
+    except ImportError:  # pragma: no cover
+        pass
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_platforms", "cpu")

@@ -157,3 +157,19 @@ def test_console_script_exit_codes(tmp_path):
     assert rc("check", "examples/door/initial.pol") == 0
     assert rc("check", _rel(BROKEN)) == 1
     assert rc("check", str(tmp_path / "missing.pol")) == 2
+
+
+def test_written_files_get_an_ordinary_mode_not_mkstemps_0600(tmp_path):
+    import os
+
+    from polc.files import write_atomic
+
+    target = tmp_path / "out.py"
+    mask = os.umask(0o022)
+    try:
+        write_atomic(target, "x = 1\n")
+    finally:
+        os.umask(mask)
+    assert target.read_text() == "x = 1\n"
+    assert (target.stat().st_mode & 0o777) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["out.py"]
