@@ -25,6 +25,7 @@ those restarts (at most n_envs - 1 per update) are counted apart, in
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -99,6 +100,12 @@ def make_sample_step(policy, layout: TraceLayout) -> Callable:
     return jax.jit(jax.vmap(one, in_axes=(None, None, 0, 0, 0)))
 
 
+@functools.lru_cache(maxsize=8)
+def _cached_step(policy, schema: Any) -> Callable:
+    """One compiled step per (policy, environment), shared by the runs of a process."""
+    return make_sample_step(policy, TraceLayout(policy.program, schema))
+
+
 def unflatten(flat, segments: Sequence[Segment], names: Sequence[str]) -> dict:
     """A packed row (..., D) -> dict name -> (..., *shape) for `names`; a segment's
     name is its column without the prefix ("obs.speed" -> "speed")."""
@@ -123,7 +130,7 @@ class Collector:
         self.layout = TraceLayout(policy.program, spec.schema)
         self.actions = action_segments(policy.program)
         self.a_size = sum(s.size for s in self.actions)
-        self.step_fn = make_sample_step(policy, self.layout)
+        self.step_fn = _cached_step(policy, spec.schema)
         self.n_envs = max(1, n_envs)
         self.asynchronous = self.n_envs > 1 if asynchronous is None else asynchronous
         self._envs = None

@@ -34,6 +34,7 @@ params an uninterrupted run reaches.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -108,36 +109,12 @@ def training_seeds(spec: Any, config: RLConfig, update: int) -> tuple[list[int],
     return [pool[(update * k + g) % len(pool)] for g in groups], groups
 
 
-def make_optimizer(config: RLConfig):
-    import optax
-
-    return optax.adam(config.lr)
-
-
 class Updater:
     """The jitted update: `epochs` x `minibatches` Adam steps on `losses.rl_loss`."""
 
     def __init__(self, policy, config: RLConfig):
-        import jax
-        import optax
-
-        self.optimizer = make_optimizer(config)
-        loss = rl_loss(policy, config.clip, config.window)
-        grad = jax.value_and_grad(loss, has_aux=True)
-
-        def step(carry, idx):
-            params, opt_state, batch = carry
-            mb = jax.tree.map(lambda x: x[idx], batch)
-            (_, stats), g = grad(params, mb)
-            updates, opt_state = self.optimizer.update(g, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state, batch), stats
-
-        def update(params, opt_state, batch, order):
-            (params, opt_state, _), stats = jax.lax.scan(step, (params, opt_state, batch), order)
-            return params, opt_state, stats
-
         self.config = config
-        self._update = jax.jit(update)
+        self.optimizer, self._update = _compiled_update(policy, config.clip, config.window, config.lr)
 
     def __call__(self, params, opt_state, batch, rng: np.random.Generator):
         """Episode order: a fresh permutation per epoch (host-side, from `rng`), cut into minibatches."""
@@ -146,6 +123,29 @@ class Updater:
         order = np.stack([rng.permutation(e) if c.minibatches > 1 else np.arange(e) for _ in range(c.epochs)])
         order = order.reshape(c.epochs * c.minibatches, e // c.minibatches).astype(np.int32)
         return self._update(params, opt_state, batch, order)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_update(policy, clip: float, window: int, lr: float):
+    """(optimizer, jitted update), shared by the runs of a process with these settings."""
+    import jax
+    import optax
+
+    optimizer = optax.adam(lr)
+    grad = jax.value_and_grad(rl_loss(policy, clip, window), has_aux=True)
+
+    def step(carry, idx):
+        params, opt_state, batch = carry
+        mb = jax.tree.map(lambda x: x[idx], batch)
+        (_, stats), g = grad(params, mb)
+        updates, opt_state = optimizer.update(g, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state, batch), stats
+
+    def update(params, opt_state, batch, order):
+        (params, opt_state, _), stats = jax.lax.scan(step, (params, opt_state, batch), order)
+        return params, opt_state, stats
+
+    return optimizer, jax.jit(update)
 
 
 def _record(update: int, state: ckpt.TrainState, ep: Episodes, stats, seconds: tuple[float, float]) -> dict:
