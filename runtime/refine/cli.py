@@ -146,7 +146,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
     except (LLMError, SandboxUnavailable, RoundEnd, TaskError) as e:
         return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
                      f"`polc refine --resume {run.path}`.")
-    _finish(run, loop, notice, status, ui)
+    _finish(run, loop, notice, status, task)
     return 0
 
 
@@ -159,7 +159,7 @@ def _after_round(run: Any, loop: Any, notice: Any) -> None:
     figure_returns(loop.history, str(run.path / "returns.png"), f"{run.path.name}: return per round")
 
 
-def _finish(run: Any, loop: Any, notice: Any, status: str, ui: Any) -> None:
+def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
     from ..table import read_table
     from .report import figure_latents, table_text, write_summary
 
@@ -171,7 +171,7 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, ui: Any) -> None:
         first, last = traced[0], traced[-1]
         made = figure_latents(read_table(str(run.round_dir(first) / "trace.parquet")),
                               read_table(str(run.round_dir(last) / "trace.parquet")), first, last,
-                              str(run.path / "latents.png"))
+                              str(run.path / "latents.png"), task.latents or None)
         if made:
             figures.append(Path(made))
     print(table_text(history))

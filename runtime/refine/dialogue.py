@@ -88,7 +88,7 @@ class Dialogue:
 
     def _revise(self, move: replies.Move, messages: list[Message]) -> None:
         self.loop.ui.phase(self.k, "checking the revision")
-        program, text, _ = check_and_repair(self.call, messages, move.pol, str(self.d / "next.pol"),
+        program, text, _ = check_and_repair(self.call, messages, move.pol, f"{self.d.name}/next.pol",
                                             self.loop.task.env, self.s.max_repairs, self.s.max_reply_retries,
                                             self.loop._saver(self.d, "revision"))
         self.loop.run_dir.write(f"{self.d.name}/next.pol", text)
@@ -110,7 +110,7 @@ class Dialogue:
         if len(output) > self.s.feedback_chars:
             output = (output[:self.s.feedback_chars]
                       + f"\n[... {len(output) - self.s.feedback_chars} more characters not shown ...]")
-        status = (f"It ran in {result.seconds:.1f} s." if result.ok
+        status = ("It ran without errors." if result.ok  # no timing: a prompt must not vary from run to run
                   else f"It failed: {result.error} Its output up to that point:")
         self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.txt",
                                 (result.output if result.ok else f"{result.output}\n[{result.error}]") + "\n")
@@ -129,7 +129,7 @@ class Dialogue:
             from polc.diagnostics import render_all
 
             fit += f"\n`polc check` warnings:\n```text\n{render_all(warnings, self.text).rstrip()}\n```\n"
-        return templates.render("round", task=self.loop.task.text.rstrip(), round=self.k, rounds=self.s.rounds,
+        return templates.render("round", task=self.loop.task.text.rstrip(), round=self.k, last=self.s.rounds - 1,
                                 history=context.history(self.loop.history, self.s.feedback),
                                 pol=self.text.rstrip(), fit=fit)
 

@@ -43,7 +43,7 @@ from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected
 from .rundir import RunDir
 from .scripted import TOKEN_ESTIMATE, Choice, open_backend
 from .work import (Checked, FitFailed, Fitted, Settings, check, environment, evaluate_returns,
-                   fit_program, fmt_weights, rollout_seeds, traced_rollout)
+                   fit_program, rollout_seeds, traced_rollout)
 
 
 
@@ -57,14 +57,16 @@ class RoundEnd(Exception):
 
 @dataclass(frozen=True)
 class Task:
-    """A task folder: task.md (an optional `---` header with `env:`, then the text the
-    model reads), demo.parquet, and initial.pol unless the model is to write it."""
+    """A task folder: task.md (an optional `---` header with `env:`, `demo:`, `initial:` and
+    `latents:` lines, then the text the model reads), the demonstration, and the initial
+    structure unless the model is to write it."""
 
     dir: Path
     text: str
     env: str
     demo: Path
     initial: Optional[Path]
+    latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
 
 
 def load_task(task_dir: str, env: Optional[str] = None) -> Task:
@@ -84,8 +86,9 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
     if not demo.is_file():
         raise TaskError(f"{d} has no demonstration {demo.name} (write one with `polc demos`).")
     initial = d / header.get("initial", "initial.pol")
+    latents = tuple(n.strip() for n in header.get("latents", "").split(",") if n.strip())
     return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None)
+                initial if initial.is_file() else None, latents)
 
 
 def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
@@ -106,7 +109,7 @@ class Loop:
     """One run: `run()` goes round by round until the run ends (see the module docstring)."""
 
     def __init__(self, run: RunDir, task: Task, settings: Settings, choice: Choice, ui: Any,
-                 on_round: Optional[Callable[["Loop"], None]] = None):
+                 on_round: Optional[Callable[["Loop"], None]] = None, backend: Optional[Any] = None):
         from ..table import read_table
 
         self.run_dir, self.task, self.settings, self.choice, self.ui = run, task, settings, choice, ui
@@ -116,7 +119,8 @@ class Loop:
         self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
         self.history = [run.metrics(k) for k in run.complete_rounds()]
         self.calls = sum(m["llm"]["calls"] for m in self.history)
-        self.backend = open_backend(choice, start=self.calls)
+        # `backend` replaces the one `choice` names (tests); it must already be at request `calls`.
+        self.backend = backend if backend is not None else open_backend(choice, start=self.calls)
 
     @property
     def finished(self) -> bool:
@@ -163,7 +167,7 @@ class Loop:
         m["phases"][name] = round(m["phases"].get(name, 0.0) + time.monotonic() - start, 2)
 
     def _structure(self, k: int, call: Caller, d: Path) -> tuple[Any, str]:
-        file = str(d / "policy.pol")
+        file = f"{d.name}/policy.pol"  # diagnostics the model reads name files relative to the run
         if k > 0:
             text = self.run_dir.read(f"round_{k - 1:02d}/next.pol")
             if text is None:
@@ -174,7 +178,7 @@ class Loop:
             return result.program, text
         if self.task.initial is not None:
             text = self.task.initial.read_text(encoding="utf-8")
-            result = check(text, str(self.task.initial), self.task.env)
+            result = check(text, self.task.initial.name, self.task.env)
             if result.program is None:
                 raise TaskError(f"{self.task.initial} does not pass polc check --env {self.task.env}:\n"
                                 f"{result.report}")
@@ -236,7 +240,7 @@ class Loop:
         try:
             new, messages = ask(call, messages, replies.parse_program, f"regeneration {attempt}",
                                 PROGRAM_EXPECTED, s.max_reply_retries)
-            program, new, _ = check_and_repair(call, messages, new, str(d / "policy.pol"), self.task.env,
+            program, new, _ = check_and_repair(call, messages, new, f"{d.name}/policy.pol", self.task.env,
                                                s.max_repairs, s.max_reply_retries,
                                                self._saver(d, f"regenerated-{attempt}"))
         except (NoUsableReply, RevisionRejected) as e:
@@ -293,13 +297,15 @@ class Loop:
 
 def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str) -> str:
     """polc's built-in diagnostics of a rollout, as the text the model reads (or the one
-    sentence saying why they could not be computed)."""
+    sentence saying why they could not be computed). Paths are shortened to file names: the
+    prompt must not depend on where the run directory is."""
     from ..diagnostics import DiagnosticsError, builtin_report
 
     try:
-        return builtin_report(program, trace_path, params=fitted.params, demo=demo_path).text()
+        text = builtin_report(program, trace_path, params=fitted.params, demo=demo_path).text()
     except DiagnosticsError as e:
-        return f"The built-in diagnostics could not be computed: {e}"
+        text = f"The built-in diagnostics could not be computed: {e}"
+    return text.replace(trace_path, Path(trace_path).name).replace(demo_path, Path(demo_path).name)
 
 
 def write_config(settings: Settings, choice: Choice, task: Task, command: str) -> dict:

@@ -177,4 +177,6 @@ def summary(words: str, limit: int = 400) -> str:
     if len(text) <= limit:
         return text
     cut = text.rfind(". ", 0, limit)
-    return text[:cut + 1] if cut > limit // 2 else text[:limit].rstrip() + " ..."
+    if cut > limit // 2:
+        return text[:cut + 1]
+    return text[:text.rfind(" ", 0, limit)].rstrip(" ,;:") + " ..."

@@ -36,14 +36,14 @@ class Progress:
         self.bar.__exit__(*exc)
 
     def say(self, text: str) -> None:
-        self.console.print(text, markup=False)
+        self.console.print(text, markup=False, soft_wrap=True)
 
     def phase(self, k: int, what: str) -> None:
         self.phase_start = time.monotonic()
         self.bar.update(self.task, description=f"round {k}: {what}")
 
     def notice(self, text: str) -> None:
-        self.console.print(f"notice: {text}", markup=False)
+        self.console.print(f"notice: {text}", markup=False, soft_wrap=True)
 
     def round_done(self, m: dict, settings: Any) -> None:
         if self.quiet:
@@ -73,7 +73,8 @@ def rows(history: Sequence[dict]) -> list[list[str]]:
         move = (m.get("move") or {}).get("kind") or ("(final)" if m.get("final") else "-")
         if m.get("end") and move in ("-", "(final)") and not m.get("final"):
             move = "(ended)"
-        out.append([str(m["round"]), m.get("policy_name", "-"),
+        structure = f"{m['policy_name']} {m['structure_sha256'][:6]}" if m.get("policy_name") else "-"
+        out.append([str(m["round"]), structure,
                     f"{ev['mean']:.1f} ± {ev['std']:.1f}" if ev else "-", str(m["llm"]["calls"]),
                     f"{m['llm']['input_tokens']:,}", f"{m['llm']['output_tokens']:,}", str(m.get("resets", 0)),
                     _duration(m["seconds"]), move])
@@ -177,17 +178,43 @@ def figure_returns(history: Sequence[dict], output: str, title: str) -> Optional
 
 
 def choose_latents(first: Any, last: Any, wanted: Optional[Sequence[str]] = None, n: int = 4) -> list[str]:
-    """Columns to compare: `wanted` (bare latent names or full columns), else up to `n` latents
-    both rounds define (in the last round's order), else the action means."""
+    """Columns to compare: `wanted` (bare latent names or full columns), else the latents that
+    changed most between the rounds (scalar, not negligibly small) and those the last round
+    added, up to `n`; the action means when the rounds share no latent."""
+    import numpy as np
+
     def full(name: str) -> str:
         return name if "." in name else f"latent.{name}"
 
     if wanted:
         return [full(w) for w in wanted if full(w) in first.columns or full(w) in last.columns]
-    scalar = lambda t, c: c.startswith("latent.") and not t.columns[c].shape and t.columns[c].dtype == "float32"  # noqa: E731
-    common = [c for c in last.columns if scalar(last, c) and c in first.columns and scalar(first, c)]
-    if common:
-        return common[:n]
+
+    def scalar(t: Any, c: str) -> bool:
+        return c.startswith("latent.") and not t.columns[c].shape and t.columns[c].dtype == "float32"
+
+    def values(t: Any, c: str) -> Any:
+        v = np.asarray(t.column(c), np.float64)
+        return v[np.isfinite(v)]
+
+    def negligible(v: Any) -> bool:
+        return v.size == 0 or float(np.ptp(v)) < 1e-2
+
+    scored, added = [], []
+    for c in (c for c in last.columns if scalar(last, c)):
+        b = values(last, c)
+        if c in first.columns and scalar(first, c):
+            a = values(first, c)
+            if negligible(a) and negligible(b):
+                continue
+            change = abs(a.mean() - b.mean()) / (a.std() + b.std() + 1e-9) + abs(np.log((b.std() + 1e-9) / (a.std() + 1e-9)))
+            scored.append((-change, c))
+        elif not negligible(b):
+            added.append(c)
+    common = [c for _, c in sorted(scored)]
+    chosen = common[:max(1, n - min(2, len(added)))] + added[:2]
+    chosen += [c for c in common if c not in chosen][:n - len(chosen)]
+    if chosen:
+        return chosen[:n]
     return [c for c in last.columns if c.startswith("mean.") and c in first.columns][:n]
 
 

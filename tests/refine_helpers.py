@@ -1,0 +1,147 @@
+"""Shared pieces of the refine tests: a toy task folder (the point-mass environment, fast to
+fit and roll out), fast settings, an in-process fake model, and a UI that can crash on cue."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable, Sequence, Union
+
+from polc.runtime import toy
+from polc.runtime.llm import Message, Reply, render
+from polc.runtime.refine.loop import Loop, load_task
+from polc.runtime.refine.rundir import RunDir
+from polc.runtime.refine.scripted import Choice
+from polc.runtime.refine.work import Settings
+
+FAST = Settings(rounds=2, rollout_episodes=1, eval_episodes=2, restarts=1, max_epochs=30, patience=10, n_envs=1,
+                max_repairs=2, max_regenerations=2, max_tests=1, max_reply_retries=1)
+
+GOOD = toy.reach_policy(kp=1.0, kd=0.5, std=0.2, name="reach2")
+BROKEN = GOOD.replace("weight kd : real >= 0 = 0.5", "weight kd : real >= 0 = -0.5")  # E0302
+UNFITTABLE = '''policy bad "PD control with a term whose loss is never finite"
+obs gap : real[2] in [-3, 3] "target - pos, and -vel"
+obs vel : real in [-3, 3]   "velocity"
+weight kp : real >= 0 = 0.3 "push per unit of distance to the target"
+weight kd : real >= 0 = 0.1 "damping"
+weight s  : real in [0.01, 1] = 0.3 "noise std"
+latent err = gap[0] "distance to go"
+latent shaped = log(abs(err) - 5) "a log of a value that is always negative"
+action push : real in [-1, 1] = clip(kp * err - kd * vel + 0.001 * shaped, -1, 1) ~ normal(std = s)
+'''
+CODE = 'def analyze(df):\n    print("steps", len(df), "mean push", round(float(df["action.push"].mean()), 3))\n'
+
+
+def pol(text: str) -> str:
+    return f"```pol\n{text.rstrip()}\n```\n"
+
+
+def py(text: str) -> str:
+    return f"```python\n{text.rstrip()}\n```\n"
+
+
+def revise(text: str = GOOD) -> str:
+    return "MOVE: REVISE\nThe gains are too low.\n" + pol(text)
+
+
+STOP = "MOVE: STOP\nIt reaches the target.\n"
+ANALYSIS = "I count the steps.\n" + py(CODE)
+
+
+def make_task(root: Path, initial: str = toy.reach_policy(kp=0.3, kd=0.1, std=0.3)) -> Path:
+    """A task folder for the toy environment: task.md, a 3-episode expert demonstration, initial.pol."""
+    from polc.cli import main
+
+    toy.register()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "task.md").write_text("---\nenv: toy_reach\nlatents: err\n---\nPush the point mass to its target "
+                                  "and keep it there.\n")
+    (root / "initial.pol").write_text(initial)
+    assert main(["demos", "toy_reach", "--episodes", "3", "-o", str(root / "demo.parquet"), "-q"]) == 0
+    return root
+
+
+Answer = Union[str, Callable[[Sequence[Message]], str]]
+
+
+class FakeModel:
+    """Answers from a list (strings, or functions of the conversation); tokens are counted as
+    characters / 4, rounded up, so tests can check the accounting exactly."""
+
+    name = "fake:model"
+
+    def __init__(self, answers: Sequence[Answer]):
+        self.answers = list(answers)
+        self.prompts: list[list[Message]] = []
+
+    def complete(self, messages: Sequence[Message]) -> Reply:
+        self.prompts.append(list(messages))
+        if not self.answers:
+            raise AssertionError("the fake model ran out of answers; last prompt:\n" + render(messages)[-2000:])
+        answer = self.answers.pop(0)
+        text = answer(messages) if callable(answer) else answer
+        return Reply(text, tokens(render(messages)), tokens(text), 0.01)
+
+
+def tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+class Crash(Exception):
+    """Stands in for a kill in the middle of a phase."""
+
+
+class FakeUI:
+    """Records phases and notices; raises Crash at the first phase of round `crash_round` whose
+    description contains `crash_at`."""
+
+    def __init__(self, crash_at: str = "", crash_round: int = -1):
+        self.phases: list[tuple[int, str]] = []
+        self.notices: list[str] = []
+        self.crash_at, self.crash_round = crash_at, crash_round
+
+    def phase(self, k: int, what: str) -> None:
+        self.phases.append((k, what))
+        if self.crash_at and k == self.crash_round and self.crash_at in what:
+            self.crash_at = ""
+            raise Crash(what)
+
+    def notice(self, text: str) -> None:
+        self.notices.append(text)
+
+    def round_done(self, m: dict, settings) -> None:
+        pass
+
+
+def run_loop(task_dir: Path, run_path: Path, answers: Sequence[Answer], settings: Settings = FAST,
+             ui: FakeUI = None, resume: bool = False) -> tuple[Loop, FakeModel]:
+    """A loop over the toy task with a fake model; `resume` continues the run at `run_path`."""
+    task = load_task(str(task_dir))
+    run = RunDir.open(run_path) if resume else RunDir.create(run_path, {"task": str(task_dir)})
+    model = FakeModel(answers)
+    loop = Loop(run, task, settings, Choice("fake:model", "fake"), ui or FakeUI(), backend=model)
+    loop.run()
+    return loop, model
+
+
+_FITS: dict = {}
+
+
+def remembered_fits():
+    """A context in which the loop fits each (program, demonstration, settings) once per test
+    session: fitting is deterministic, and its compile time dominates the toy task's rounds.
+    Tests of the resume and feedback paths refit the same programs many times."""
+    import pytest
+
+    from polc.runtime.refine import loop as loop_module
+    from polc.runtime.refine import work
+
+    def fit_program(program, demo, settings):
+        key = (program.source, demo.path, settings.restarts, settings.max_epochs, settings.patience)
+        if key not in _FITS:
+            _FITS[key] = work.fit_program(program, demo, settings)
+        return _FITS[key]
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(loop_module, "fit_program", fit_program)
+    return patch

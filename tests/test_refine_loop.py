@@ -1,0 +1,123 @@
+"""The round state machine on the toy task with an in-process fake model: a whole run, the
+repair path, regeneration of an unfittable structure, TEST moves, and unusable replies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from refine_helpers import (ANALYSIS, BROKEN, CODE, FAST, GOOD, STOP, UNFITTABLE, make_task, pol, py,
+                            remembered_fits, revise, run_loop, tokens)
+
+from polc.runtime.llm import read_exchanges, render
+from polc.runtime.refine.rundir import RunDir
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    return make_task(tmp_path_factory.mktemp("toy") / "task")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fits_once():
+    patch = remembered_fits()
+    yield
+    patch.undo()
+
+
+def test_a_run_revises_then_stops_and_keeps_every_file(task, tmp_path):
+    loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(), ANALYSIS, STOP])
+    assert [m.get("move", {}).get("kind") for m in loop.history] == ["REVISE", "STOP"]
+    assert loop.history[-1]["end"] == "the model chose STOP"
+    run = RunDir.open(tmp_path / "run")
+    r0, r1 = run.round_dir(0), run.round_dir(1)
+    for name in ("policy.pol", "params.json", "trace.parquet", "analysis_1.py", "analysis_1.txt", "diagnostics.txt",
+                 "exchanges.jsonl", "conversation.md", "next.pol", "metrics.json", "done"):
+        assert (r0 / name).is_file(), name
+    assert (r1 / "policy.pol").read_text() == GOOD == (r0 / "next.pol").read_text()
+    assert "steps 50" in (r0 / "analysis_1.txt").read_text()
+    assert not list(tmp_path.glob("run/**/*.tmp"))
+    # what the model was shown: schema and analysis output, never the table itself
+    first, second = render(model.prompts[0]), model.prompts[1][-1].text
+    assert "- obs.gap : real[2] in [-3, 3]  target - pos, and -vel" in first and "```csv" not in first
+    assert "steps 50" in second and "Built-in diagnostics" in second and "MOVE: TEST" in second
+    assert "Earlier rounds of this run:\n- Round 0: structure \"reach\"" in model.prompts[2][1].text
+
+
+def test_calls_tokens_and_resets_are_counted_per_round(task, tmp_path):
+    loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(), ANALYSIS, STOP])
+    sent = [tokens(render(p)) for p in model.prompts]
+    m0, m1 = loop.history
+    assert (m0["llm"]["calls"], m1["llm"]["calls"]) == (2, 2)
+    assert m0["llm"]["input_tokens"] + m1["llm"]["input_tokens"] == sum(sent)
+    assert (m0["resets"], m1["resets"], m0["eval_episodes"]) == (1, 1, 2)
+    records = [r for k in (0, 1) for r in read_exchanges(RunDir(tmp_path / "run").round_dir(k))]
+    assert [r["index"] for r in records] == [0, 1, 2, 3]
+    assert [r["input_tokens"] for r in records] == sent
+
+
+def test_a_revision_failing_check_is_repaired(task, tmp_path):
+    loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(BROKEN), pol(GOOD), ANALYSIS, STOP])
+    m0 = loop.history[0]
+    assert m0["llm"]["repairs"] == 1 and m0["move"]["kind"] == "REVISE"
+    repair_prompt = model.prompts[2][-1].text
+    assert "does not pass `polc check` (repair 1 of at most 2)" in repair_prompt
+    assert "E0302" in repair_prompt and "round_00/next.pol" in repair_prompt
+    d = RunDir(tmp_path / "run").round_dir(0)
+    assert (d / "next.pol").read_text() == GOOD and (d / "revision.pol").read_text() == BROKEN
+    assert "E0302" in (d / "revision.check.txt").read_text()
+
+
+def test_a_revision_still_failing_after_every_repair_ends_the_run(task, tmp_path):
+    loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise(BROKEN), pol(BROKEN), pol(BROKEN)])
+    (m0,) = loop.history
+    assert m0["llm"]["repairs"] == 2 and "still fails polc check after 2 repairs" in m0["end"]
+    assert not (RunDir(tmp_path / "run").round_dir(0) / "next.pol").exists()
+
+
+def test_an_unfittable_structure_is_regenerated(task, tmp_path):
+    loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(UNFITTABLE), pol(GOOD), ANALYSIS, STOP])
+    m1 = loop.history[1]
+    assert m1["regenerations"] == 1 and m1["policy_name"] == "reach2"
+    prompt = model.prompts[2][-1].text
+    assert "could not fit this structure" in prompt and 'latent "shaped" is not finite' in prompt
+    d = RunDir(tmp_path / "run").round_dir(1)
+    assert (d / "unfittable-1.pol").read_text() == UNFITTABLE and (d / "policy.pol").read_text() == GOOD
+
+
+def test_fitting_that_never_succeeds_ends_the_run(task, tmp_path):
+    loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise(UNFITTABLE), pol(UNFITTABLE), pol(UNFITTABLE)])
+    assert "could not be fitted after 2 regenerations" in loop.history[-1]["end"]
+    assert "eval" not in loop.history[-1]
+
+
+def test_a_test_move_runs_more_analysis_until_the_limit(task, tmp_path):
+    more = CODE.replace('"steps"', '"rows"')
+    loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, "MOVE: TEST\nMore.\n" + py(more), STOP])
+    (m0,) = loop.history
+    assert m0["tests"] == 1 and [a["file"] for a in m0["analyses"]] == ["analysis_1.py", "analysis_2.py"]
+    assert "rows 50" in model.prompts[2][-1].text
+    assert "MOVE: TEST" not in model.prompts[2][-1].text  # max_tests = 1 was used up
+
+
+def test_an_unusable_reply_goes_back_with_the_reason(task, tmp_path):
+    loop, model = run_loop(task, tmp_path / "run", ["Let me think about it.", ANALYSIS, STOP])
+    (m0,) = loop.history
+    assert m0["llm"]["reply_retries"] == 1 and m0["move"]["kind"] == "STOP"
+    assert "Your reply could not be used: it has no ```python block" in model.prompts[1][-1].text
+
+
+def test_replies_that_stay_unusable_end_the_run(task, tmp_path):
+    loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, "no idea", "still no idea"])
+    assert "no usable reply for move in 2 tries" in loop.history[-1]["end"]
+
+
+def test_a_revision_in_the_last_round_is_fitted_and_evaluated(task, tmp_path):
+    from dataclasses import replace
+
+    loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise()], settings=replace(FAST, rounds=1))
+    final = loop.history[-1]
+    assert final["final"] and final["policy_name"] == "reach2" and "eval" in final and final["llm"]["calls"] == 0
+    assert final["resets"] == 0 and final["eval_episodes"] == 3  # its rollout is shown to no one
+    metrics = json.loads((RunDir(tmp_path / "run").round_dir(1) / "metrics.json").read_text())
+    assert metrics["end"] == "the last revision was fitted and evaluated"

@@ -1,0 +1,77 @@
+"""The run directory: atomic files, done markers, unfinished rounds moved aside, and the
+templates and table that a run writes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from polc.runtime.refine import templates
+from polc.runtime.refine.report import table_text
+from polc.runtime.refine.rundir import RunDir, RunDirError, write_atomic
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "metrics.json"
+    write_atomic(target, "old")
+
+    def crash(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, "new")
+    monkeypatch.undo()
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["metrics.json"]
+
+
+def test_rounds_count_only_with_their_done_marker(tmp_path):
+    run = RunDir.create(tmp_path / "run", {"task": "t"})
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["format"] == "polc-refine-run/1"
+    for k in range(2):
+        run.begin_round(k)
+        run.finish_round(k, {"round": k})
+    run.begin_round(2)
+    (run.round_dir(2) / "policy.pol").write_text("half a round")
+    assert run.complete_rounds() == [0, 1]
+    run.begin_round(2)  # a second attempt moves the first aside
+    assert (tmp_path / "run" / "round_02.interrupted-1" / "policy.pol").is_file()
+    assert list(run.round_dir(2).iterdir()) == []
+    with pytest.raises(RunDirError, match="round 1 of .* is already complete"):
+        run.begin_round(1)
+
+
+def test_a_run_directory_is_never_reused_by_accident(tmp_path):
+    RunDir.create(tmp_path / "run", {})
+    with pytest.raises(RunDirError, match="already holds a run; continue it with --resume"):
+        RunDir.create(tmp_path / "run", {})
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x").write_text("")
+    with pytest.raises(RunDirError, match="exists and is not empty"):
+        RunDir.create(tmp_path / "other", {})
+    with pytest.raises(RunDirError, match="has no run.json"):
+        RunDir.open(tmp_path / "other")
+
+
+def test_every_template_renders_with_exactly_its_values():
+    assert templates.placeholders("repair") == {"attempt", "max_repairs", "diagnostics"}
+    text = templates.render("repair", attempt=1, max_repairs=5, diagnostics="E0101 {not a placeholder}")
+    assert "repair 1 of at most 5" in text and "{not a placeholder}" in text
+    with pytest.raises(templates.TemplateError, match=r"missing values \['diagnostics'\]"):
+        templates.render("repair", attempt=1, max_repairs=5)
+    with pytest.raises(templates.TemplateError, match=r"unused values \['extra'\]"):
+        templates.render("repair", attempt=1, max_repairs=5, diagnostics="", extra=1)
+
+
+def test_the_table_has_a_row_per_round_and_totals():
+    def m(k, calls, ret):
+        return {"round": k, "policy_name": "p", "structure_sha256": "abcdef123", "seconds": 61.0, "resets": 2,
+                "llm": {"calls": calls, "input_tokens": 1000 * calls, "output_tokens": 100}, "move": {"kind": "REVISE"},
+                "eval": {"mean": ret, "std": 1.5, "seeds": [1, 2], "returns": [ret - 1.5, ret + 1.5]}}
+
+    lines = table_text([m(0, 2, 200.0), m(1, 4, 900.25)]).splitlines()
+    assert lines[0].split()[:3] == ["round", "structure", "return"]
+    assert "p abcdef" in lines[2] and "200.0 ± 1.5" in lines[2] and "4,000" in lines[3]
+    assert lines[-1].split() == ["total", "6", "6,000", "200", "4", "2:02"]
