@@ -121,3 +121,18 @@ def test_a_revision_in_the_last_round_is_fitted_and_evaluated(task, tmp_path):
     assert final["resets"] == 0 and final["eval_episodes"] == 3  # its rollout is shown to no one
     metrics = json.loads((RunDir(tmp_path / "run").round_dir(1) / "metrics.json").read_text())
     assert metrics["end"] == "the last revision was fitted and evaluated"
+
+
+def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
+    from polc.runtime.refine.loop import Loop, load_task
+    from polc.runtime.refine.scripted import Choice
+    from refine_helpers import FakeUI
+
+    first, _ = run_loop(task, tmp_path / "first", [ANALYSIS, revise(), ANALYSIS, STOP])
+    spec = f"replay:{tmp_path / 'first'}"
+    run = RunDir.create(tmp_path / "second", {})
+    again = Loop(run, load_task(str(task)), FAST, Choice(spec, "replay", str(tmp_path / "first")), FakeUI())
+    again.run()
+    assert [m["llm"] for m in again.history] == [m["llm"] for m in first.history]
+    assert [m["eval"] for m in again.history] == [m["eval"] for m in first.history]
+    assert (tmp_path / "second" / "exchanges.jsonl").read_text().count("\n") == 4

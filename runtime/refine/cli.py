@@ -151,11 +151,10 @@ def cmd_refine(args: argparse.Namespace) -> int:
 
 
 def _after_round(run: Any, loop: Any, notice: Any) -> None:
-    from .report import figure_returns, write_exchanges, write_summary
+    from .report import figure_returns, write_summary
 
     status = loop.history[-1].get("end") or "running"
     write_summary(run, loop.history, status, notice)
-    write_exchanges(run, [m["round"] for m in loop.history])
     figure_returns(loop.history, str(run.path / "returns.png"), f"{run.path.name}: return per round")
 
 

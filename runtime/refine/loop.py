@@ -132,6 +132,7 @@ class Loop:
             metrics = self.round(k)
             self.history.append(metrics)
             self.calls += metrics["llm"]["calls"]
+            self.run_dir.collect_exchanges([m["round"] for m in self.history])
             self.ui.round_done(metrics, self.settings)
             if self.on_round is not None:
                 self.on_round(self)

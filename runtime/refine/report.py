@@ -136,18 +136,6 @@ def write_summary(run: RunDir, history: Sequence[dict], status: str, notice: Opt
     return summary
 
 
-def write_exchanges(run: RunDir, rounds: Sequence[int]) -> None:
-    """run/exchanges.jsonl: the exchanges of the complete rounds, in order (replayable)."""
-    from .rundir import write_atomic
-
-    parts = []
-    for k in rounds:
-        f = run.round_dir(k) / "exchanges.jsonl"
-        if f.is_file():
-            parts.append(f.read_text(encoding="utf-8"))
-    write_atomic(run.path / "exchanges.jsonl", "".join(parts))
-
-
 # ---- figures -----------------------------------------------------------------------------
 
 

@@ -157,6 +157,16 @@ class RunDir:
         write_json(d / "metrics.json", metrics)
         write_atomic(d / "done", time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
 
+    def collect_exchanges(self, rounds: list[int]) -> None:
+        """exchanges.jsonl: the exchanges of `rounds` (the complete ones), in order, so the
+        whole run replays with `--llm replay:RUN`."""
+        parts = []
+        for k in rounds:
+            f = self.round_dir(k) / "exchanges.jsonl"
+            if f.is_file():
+                parts.append(f.read_text(encoding="utf-8"))
+        write_atomic(self.path / "exchanges.jsonl", "".join(parts))
+
     def metrics(self, k: int) -> dict:
         return read_json(self.round_dir(k) / "metrics.json")
 

@@ -84,7 +84,7 @@ class ManualBackend:
             prompt.parent.mkdir(parents=True, exist_ok=True)
             prompt.write_text(render(messages), encoding="utf-8")
             raise WaitingForReply(f"Request {k + 1} is waiting for a reply: read {prompt}, write "
-                                  f"{reply}, then continue with --resume.")
+                                  f"{reply}, then run again (a refine run continues with --resume).")
         text = reply.read_text(encoding="utf-8")
         self.position += 1
         return Reply(text, estimate_tokens(render(messages)), estimate_tokens(text), 0.0)
