@@ -1,9 +1,13 @@
 """Interval arithmetic over the reals, elementwise, for the analysis phase.
 
 An `Interval` is a closed range [lo, hi] held as two float64 arrays of one
-shape: one range per element of a Pol value (shape `()` for a scalar), so a
-vector literal like `[0.1, -2]` keeps a range per item. Operations broadcast
-like NumPy, mirroring the program's own broadcasting.
+shape: one range per element of a Pol value, so a vector literal like
+`[0.1, -2]` keeps a range per item. A scalar's ends are plain Python floats
+(shape `()`): most values of a program are scalars, and each operation on
+them takes a float fast path that computes exactly what the array path
+would (+ - * / are IEEE operations either way; exp, log and the like still
+go through NumPy's own functions). Operations broadcast like NumPy,
+mirroring the program's own broadcasting.
 
 Conventions that keep it sound and nan-free:
 - An infinite end means "unbounded": the values themselves are finite, so an
@@ -42,12 +46,24 @@ ArrayLike = Union[float, int, bool, np.ndarray, Sequence]
 
 
 class Interval:
-    """[lo, hi] elementwise; `lo` and `hi` are float64 arrays of one shape."""
+    """[lo, hi] elementwise; `lo` and `hi` are float64 arrays of one shape
+    (at least one axis), or two Python floats for a scalar."""
 
     __slots__ = ("lo", "hi")
 
     def __init__(self, lo: ArrayLike, hi: ArrayLike):
-        lo_a, hi_a = np.broadcast_arrays(np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
+        if type(lo) is float and type(hi) is float:
+            self.lo = lo if lo == lo else -INF
+            self.hi = hi if hi == hi else INF
+            return
+        lo_a, hi_a = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+        if lo_a.ndim == 0 and hi_a.ndim == 0:
+            lo, hi = float(lo_a), float(hi_a)
+            self.lo = lo if lo == lo else -INF
+            self.hi = hi if hi == hi else INF
+            return
+        if lo_a.shape != hi_a.shape:
+            lo_a, hi_a = np.broadcast_arrays(lo_a, hi_a)
         self.lo = np.where(np.isnan(lo_a), -INF, lo_a)
         self.hi = np.where(np.isnan(hi_a), INF, hi_a)
 
@@ -59,24 +75,37 @@ class Interval:
 
     @staticmethod
     def everything(shape: tuple[int, ...] = ()) -> "Interval":
+        if not shape:
+            return _scalar(-INF, INF)
         return Interval(np.full(shape, -INF), np.full(shape, INF))
 
     @staticmethod
     def boolean(shape: tuple[int, ...] = ()) -> "Interval":
         """Either true or false."""
+        if not shape:
+            return _scalar(0.0, 1.0)
         return Interval(np.zeros(shape), np.ones(shape))
 
     # ---- queries ---------------------------------------------------------------------
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.lo.shape
+        return () if type(self.lo) is float else self.lo.shape
+
+    @property
+    def scalar(self) -> bool:
+        """Whether the ends are plain floats (shape `()`)."""
+        return type(self.lo) is float
 
     def broadcast_to(self, shape: tuple[int, ...]) -> "Interval":
+        if shape == self.shape:
+            return self  # intervals are never changed in place
         return Interval(np.broadcast_to(self.lo, shape), np.broadcast_to(self.hi, shape))
 
     def hull(self) -> "Interval":
         """One scalar range covering every element."""
+        if type(self.lo) is float:
+            return self
         if self.lo.size == 0:
             return Interval(INF, -INF)
         return Interval(np.min(self.lo), np.max(self.hi))
@@ -95,29 +124,36 @@ class Interval:
 
     def contains_zero(self) -> bool:
         """Whether any element may be exactly zero."""
+        if type(self.lo) is float:
+            return self.lo <= 0 <= self.hi
         return bool(np.any((self.lo <= 0) & (self.hi >= 0)))
 
     def nonneg(self) -> bool:
-        return bool(np.all(self.lo >= 0))
+        return self.lo >= 0 if type(self.lo) is float else bool(np.all(self.lo >= 0))
 
     def nonpos(self) -> bool:
-        return bool(np.all(self.hi <= 0))
+        return self.hi <= 0 if type(self.lo) is float else bool(np.all(self.hi <= 0))
 
     def positive(self) -> bool:
-        return bool(np.all(self.lo > 0))
+        return self.lo > 0 if type(self.lo) is float else bool(np.all(self.lo > 0))
+
+    def negative(self) -> bool:
+        return self.hi < 0 if type(self.lo) is float else bool(np.all(self.hi < 0))
 
     def within(self, lo: float, hi: float) -> bool:
+        if type(self.lo) is float:
+            return self.lo >= lo and self.hi <= hi
         return bool(np.all(self.lo >= lo) and np.all(self.hi <= hi))
 
     def is_point(self) -> bool:
-        return bool(np.all(self.lo == self.hi))
+        return self.lo == self.hi if type(self.lo) is float else bool(np.all(self.lo == self.hi))
 
     def surely(self) -> bool:
         """A boolean interval that is true for every element."""
-        return bool(np.all(self.lo >= 1))
+        return self.lo >= 1 if type(self.lo) is float else bool(np.all(self.lo >= 1))
 
     def never(self) -> bool:
-        return bool(np.all(self.hi <= 0))
+        return self.hi <= 0 if type(self.lo) is float else bool(np.all(self.hi <= 0))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Interval):
@@ -137,10 +173,10 @@ class Interval:
                 return [pairs(a, b) for a, b in zip(lo, hi)]
             return [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi]
 
-        return pairs(self.lo.tolist(), self.hi.tolist())
+        return pairs(np.asarray(self.lo).tolist(), np.asarray(self.hi).tolist())
 
     def __repr__(self) -> str:
-        if self.shape == ():
+        if type(self.lo) is float:
             return f"Interval({float(self.lo)!r}, {float(self.hi)!r})"
         return f"Interval({self.lo.tolist()!r}, {self.hi.tolist()!r})"
 
@@ -158,18 +194,31 @@ class Interval:
         return neg(self)
 
 
+def _scalar(lo: float, hi: float) -> Interval:
+    """A scalar interval from two Python floats (nan ends widened), without the checks of `Interval()`."""
+    iv = object.__new__(Interval)
+    iv.lo = lo if lo == lo else -INF
+    iv.hi = hi if hi == hi else INF
+    return iv
+
+
 def _quiet():
     return np.errstate(all="ignore")
 
 
 def join(a: Interval, b: Interval) -> Interval:
     """The smallest interval holding both, elementwise."""
+    if type(a.lo) is float and type(b.lo) is float:
+        return _scalar(min(a.lo, b.lo), max(a.hi, b.hi))
     return Interval(np.minimum(a.lo, b.lo), np.maximum(a.hi, b.hi))
 
 
 def meet(a: Interval, b: Interval) -> Interval:
     """The intersection, elementwise; where it would be empty `a` is kept
     (an unreachable case: any range is sound for it)."""
+    if type(a.lo) is float and type(b.lo) is float:
+        lo, hi = max(a.lo, b.lo), min(a.hi, b.hi)
+        return a if lo > hi else _scalar(lo, hi)
     lo, hi = np.maximum(a.lo, b.lo), np.minimum(a.hi, b.hi)
     empty = lo > hi
     return Interval(np.where(empty, a.lo, lo), np.where(empty, a.hi, hi))
@@ -179,15 +228,21 @@ def meet(a: Interval, b: Interval) -> Interval:
 
 
 def neg(a: Interval) -> Interval:
+    if type(a.lo) is float:
+        return _scalar(-a.hi, -a.lo)
     return Interval(-a.hi, -a.lo)
 
 
 def add(a: Interval, b: Interval) -> Interval:
+    if type(a.lo) is float and type(b.lo) is float:
+        return _scalar(a.lo + b.lo, a.hi + b.hi)  # inf - inf is nan, widened by _scalar
     with _quiet():
         return Interval(a.lo + b.lo, a.hi + b.hi)
 
 
 def sub(a: Interval, b: Interval) -> Interval:
+    if type(a.lo) is float and type(b.lo) is float:
+        return _scalar(a.lo - b.hi, a.hi - b.lo)
     with _quiet():
         return Interval(a.lo - b.hi, a.hi - b.lo)
 
@@ -199,6 +254,9 @@ def _corners(f, a: Interval, b: Interval) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mul(a: Interval, b: Interval) -> Interval:
+    if type(a.lo) is float and type(b.lo) is float:
+        cs = [c if c == c else 0.0 for c in (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)]
+        return _scalar(min(cs), max(cs))
     cs, bad = _corners(np.multiply, a, b)
     cs = np.where(bad, 0.0, cs)  # 0 * unbounded: the values are finite, so the product is 0
     return Interval(np.min(cs, axis=0), np.max(cs, axis=0))
@@ -209,6 +267,8 @@ def div(a: Interval, b: Interval) -> tuple[Interval, bool]:
 
     Where the divisor may be zero the answer covers the quotients by nonzero
     divisors only (division by zero itself is reported by the caller)."""
+    if type(a.lo) is float and type(b.lo) is float:
+        return _div_scalar(a.lo, a.hi, b.lo, b.hi)
     cs, bad = _corners(np.divide, a, b)
     # inf / inf corners never hold the extreme of a/b over a box whose divisor
     # keeps one sign (it is monotone in each argument), so they are skipped.
@@ -234,7 +294,28 @@ def div(a: Interval, b: Interval) -> tuple[Interval, bool]:
     return Interval(lo, hi), bool(np.any(zero_lo | zero_hi | straddle))
 
 
+def _fdiv(x: float, y: float) -> float:
+    """x / y as IEEE (and NumPy) divides: a zero divisor gives a signed inf, or nan for 0 / 0."""
+    if y == 0.0:
+        return math.nan if x == 0.0 or x != x else math.copysign(INF, x) * math.copysign(1.0, y)
+    return x / y
+
+
+def _div_scalar(a_lo: float, a_hi: float, b_lo: float, b_hi: float) -> tuple[Interval, bool]:
+    """`div` on scalars, case by case as the array code does it with masks."""
+    if (b_lo < 0 < b_hi) or (b_lo == 0 and b_hi == 0):  # straddles zero, or is zero
+        return _scalar(-INF, INF), True
+    if b_lo == 0 and b_hi > 0:  # b in (0, hi]
+        return _scalar(a_lo / b_hi if a_lo >= 0 else -INF, a_hi / b_hi if a_hi <= 0 else INF), True
+    if b_hi == 0 and b_lo < 0:  # b in [lo, 0)
+        return _scalar(a_hi / b_lo if a_hi <= 0 else -INF, a_lo / b_lo if a_lo >= 0 else INF), True
+    cs = [c for c in (_fdiv(a_lo, b_lo), _fdiv(a_lo, b_hi), _fdiv(a_hi, b_lo), _fdiv(a_hi, b_hi)) if c == c]
+    return _scalar(min(cs, default=INF), max(cs, default=-INF)), False
+
+
 def _constant_exponent(b: Interval) -> Optional[float]:
+    if type(b.lo) is float:
+        return b.lo if b.lo == b.hi and math.isfinite(b.lo) else None
     if b.is_point() and b.lo.size and np.all(b.lo == b.lo.flat[0]) and math.isfinite(b.lo.flat[0]):
         return float(b.lo.flat[0])
     return None
@@ -244,8 +325,8 @@ def power_may_be_nan(a: Interval, b: Interval) -> bool:
     """Whether a ^ b may be nan somewhere: a negative base with an exponent
     that is not a whole-number constant (elementwise, broadcasting)."""
     with _quiet():
-        whole = (b.lo == b.hi) & np.isfinite(b.lo) & (b.lo == np.round(b.lo))
-    return bool(np.any((a.lo < 0) & ~whole))
+        whole = np.logical_and.reduce([b.lo == b.hi, np.isfinite(b.lo), b.lo == np.round(b.lo)])
+    return bool(np.any(np.logical_and(a.lo < 0, np.logical_not(whole))))
 
 
 def power(a: Interval, b: Interval) -> Interval:
@@ -306,6 +387,28 @@ _MONOTONE = {
 }
 
 
+def _monotone_scalar(f):
+    def run(lo: float, hi: float) -> Interval:
+        with _quiet():
+            return _scalar(float(f(lo)), float(f(hi)))
+    return run
+
+
+def _abs_scalar(lo: float, hi: float) -> Interval:
+    return _scalar(lo if lo >= 0 else (-hi if hi <= 0 else 0.0), max(-lo, hi))
+
+
+def _square_scalar(lo: float, hi: float) -> Interval:
+    m = _abs_scalar(lo, hi)
+    return _scalar(m.lo * m.lo, m.hi * m.hi)  # np.square is x * x
+
+
+# The float fast paths of `apply` (sin, cos, log and sqrt take the array path: they are rare).
+_SCALAR = {**{fn: _monotone_scalar(f) for fn, f in _MONOTONE.items() if fn != "relu"},
+           "relu": lambda lo, hi: _scalar(max(lo, 0.0), max(hi, 0.0)),
+           "abs": _abs_scalar, "square": _square_scalar}
+
+
 def _peak_inside(lo: np.ndarray, hi: np.ndarray, at: float) -> np.ndarray:
     """Whether some at + 2 k pi lies in [lo, hi] (with a little slack)."""
     k = np.ceil((lo - at) / _TWO_PI - _PEAK_SLACK)
@@ -324,6 +427,8 @@ def _periodic(f, x: Interval, max_at: float, min_at: float) -> Interval:
 
 def apply(fn: str, x: Interval) -> Interval:
     """One of `typed.ELEMENTWISE` applied to every element."""
+    if type(x.lo) is float and fn in _SCALAR:
+        return _SCALAR[fn](x.lo, x.hi)
     with _quiet():
         if fn in _MONOTONE:
             f = _MONOTONE[fn]
@@ -363,6 +468,9 @@ def _atan2(y: Interval, x: Interval) -> Interval:
 
 def apply2(fn: str, a: Interval, b: Interval) -> Interval:
     """One of `typed.BINARY_FUNCS`: atan2(a, b) (a is y), min(a, b), max(a, b)."""
+    if type(a.lo) is float and type(b.lo) is float and fn != "atan2":
+        f = min if fn == "min" else max
+        return _scalar(f(a.lo, b.lo), f(a.hi, b.hi))
     if fn == "min":
         return Interval(np.minimum(a.lo, b.lo), np.minimum(a.hi, b.hi))
     if fn == "max":
@@ -385,6 +493,8 @@ def reduce(fn: str, x: Interval, axis: Optional[int] = None) -> Interval:
 
     The element count comes from the array shape; for a hull (one range for
     `n` elements) broadcast it first: `reduce("sum", x.broadcast_to((n,)))`."""
+    if type(x.lo) is float and axis is None:
+        x = x.broadcast_to((1,))  # a scalar reduces like a one-element vector
     ax = tuple(range(x.lo.ndim)) if axis is None else axis
     with _quiet():
         if fn == "sum":
@@ -406,6 +516,8 @@ def reduce(fn: str, x: Interval, axis: Optional[int] = None) -> Interval:
 
 def _bool(true: np.ndarray, false: np.ndarray) -> Interval:
     """A boolean interval from masks of 'surely true' and 'surely false'."""
+    if type(true) is bool:
+        return _scalar(1.0 if true else 0.0, 0.0 if false else 1.0)
     return Interval(np.where(true, 1.0, 0.0), np.where(false, 0.0, 1.0))
 
 
@@ -420,8 +532,12 @@ def compare(op: str, a: Interval, b: Interval) -> Interval:
     if op == "le":
         return _bool(a.hi <= b.lo, a.lo > b.hi)
     if op in ("eq", "ne"):
-        same = (a.lo == a.hi) & (b.lo == b.hi) & (a.lo == b.lo)
-        apart = (a.hi < b.lo) | (b.hi < a.lo)
+        if type(a.lo) is float and type(b.lo) is float:
+            same = a.lo == a.hi and b.lo == b.hi and a.lo == b.lo
+            apart = a.hi < b.lo or b.hi < a.lo
+        else:
+            same = (a.lo == a.hi) & (b.lo == b.hi) & (a.lo == b.lo)
+            apart = (a.hi < b.lo) | (b.hi < a.lo)
         return _bool(same, apart) if op == "eq" else _bool(apart, same)
     raise ValueError(f"no interval rule for comparison {op!r}")
 
@@ -432,6 +548,9 @@ def logic(op: str, a: Interval, b: Optional[Interval] = None) -> Interval:
         return Interval(1.0 - a.hi, 1.0 - a.lo)
     if b is None:
         raise ValueError(f"{op} needs two operands")
+    if type(a.lo) is float and type(b.lo) is float and op in ("and", "or"):
+        f = min if op == "and" else max
+        return _scalar(f(a.lo, b.lo), f(a.hi, b.hi))
     if op == "and":
         return Interval(np.minimum(a.lo, b.lo), np.minimum(a.hi, b.hi))
     if op == "or":
@@ -441,6 +560,8 @@ def logic(op: str, a: Interval, b: Optional[Interval] = None) -> Interval:
 
 def select(cond: Interval, a: Interval, b: Interval) -> Interval:
     """where(cond, a, b): the taken branch where cond is sure, else both."""
+    if type(cond.lo) is float and type(a.lo) is float and type(b.lo) is float:
+        return a if cond.lo >= 1 else b if cond.hi <= 0 else join(a, b)
     shape = np.broadcast_shapes(cond.shape, a.shape, b.shape)
     c, a, b = cond.broadcast_to(shape), a.broadcast_to(shape), b.broadcast_to(shape)
     both = join(a, b)

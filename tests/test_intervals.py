@@ -229,3 +229,56 @@ def test_json_form_has_null_for_open_ends():
 def test_string_form():
     assert str(Interval(-INF, 0.5)) == "[-inf, 0.5]"
     assert str(I.stack([Interval(0, 1), Interval(2, 3)])) == "[0, 3]"
+
+
+# ---- the float fast path of scalars is the array path -------------------------------------
+
+
+def _as_array(iv: Interval) -> Interval:
+    return iv.broadcast_to((1,))
+
+
+def _same(scalar: Interval, array: Interval) -> bool:
+    return scalar.scalar and array.shape == (1,) and scalar.lo == array.lo[0] and scalar.hi == array.hi[0]
+
+
+_TWO = {"add": I.add, "sub": I.sub, "mul": I.mul, "join": I.join, "meet": I.meet, "power": I.power,
+        "div": lambda a, b: I.div(a, b)[0],
+        **{f: (lambda f: lambda a, b: I.apply2(f, a, b))(f) for f in T.BINARY_FUNCS},
+        **{op: (lambda op: lambda a, b: I.compare(op, a, b))(op) for op in ["eq", "ne", "lt", "le", "gt", "ge"]}}
+
+
+@settings(max_examples=400)
+@given(interval_and_point(), interval_and_point(), st.sampled_from(sorted(_TWO)))
+def test_scalar_operations_compute_what_their_array_form_computes(a, b, op):
+    (ia, _), (ib, _) = a, b
+    assert _same(_TWO[op](ia, ib), _TWO[op](_as_array(ia), _as_array(ib))), (op, ia, ib)
+    if op == "div":
+        assert I.div(ia, ib)[1] == I.div(_as_array(ia), _as_array(ib))[1]
+
+
+_ONE = {"neg": I.neg, "not": lambda x: I.logic("not", x),
+        **{fn: (lambda fn: lambda x: I.apply(fn, x))(fn) for fn in T.ELEMENTWISE}}
+
+
+@settings(max_examples=300)
+@given(interval_and_point(), st.sampled_from(sorted(_ONE)))
+def test_scalar_functions_compute_what_their_array_form_computes(a, fn):
+    ia, _ = a
+    assert _same(_ONE[fn](ia), _ONE[fn](_as_array(ia))), (fn, ia)
+
+
+@given(interval_and_point(), st.sampled_from(T.REDUCTIONS))
+def test_a_scalar_reduces_like_a_one_element_vector(a, fn):
+    ia, _ = a
+    out = I.reduce(fn, ia)
+    assert out.scalar and out == I.reduce(fn, I.stack([ia]))
+
+
+@given(interval_and_point(), interval_and_point(), interval_and_point(), st.sampled_from([0.0, 0.5, 1.0]))
+def test_scalar_clip_and_select_compute_what_their_array_form_computes(a, b, c, cond):
+    (ia, _), (ib, _), (ic, _) = a, b, c
+    assert _same(I.clip(ia, ib, ic), I.clip(_as_array(ia), _as_array(ib), _as_array(ic)))
+    k = Interval(min(cond, 0.5), max(cond, 0.5)) if cond != 0.5 else Interval.boolean()
+    assert _same(I.select(k, ia, ib), I.select(_as_array(k), _as_array(ia), _as_array(ib)))
+    assert _same(I.logic("and", k, Interval.boolean()), I.logic("and", _as_array(k), _as_array(Interval.boolean())))
