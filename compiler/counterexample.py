@@ -11,11 +11,17 @@ is then simplified (weights back to their initial values, observations to the
 point of their range nearest zero, numbers rounded to two significant digits,
 each kept only if the violation survives) and told as a sentence.
 
+Only the target's cone is evaluated (`cone_program`): the nodes it is
+computed from, with the inputs they read. The samples are still drawn for
+every weight and observation, in declaration order, so a witness does not
+depend on what else the program holds.
+
 Deterministic: the random generator is seeded from the intent's text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from typing import Callable, NamedTuple, Optional
 
@@ -56,6 +62,19 @@ def ancestors(tp: T.TypedProgram, name: str) -> set[str]:
             seen.add(r)
             todo.append(r)
     return seen
+
+
+def cone_program(tp: T.TypedProgram, target: str) -> T.TypedProgram:
+    """The part of `tp` that computes `target`: its ancestors and itself, with
+    the obs, weights and mlps they read (in the same order), and no intents."""
+    used = ancestors(tp, target) | {target}
+    nodes = tuple(n for n in tp.nodes if n.name in used)
+    mlps = tuple(m for n in nodes for e in (n.expr, getattr(n, "std", None)) if e is not None
+                 for m in T.mlps_in(e))
+    return dataclasses.replace(
+        tp, obs=tuple(o for o in tp.obs if o.name in used), weights=tuple(w for w in tp.weights if w.name in used),
+        latents=tuple(n for n in tp.latents if n.name in used), actions=tuple(n for n in tp.actions if n.name in used),
+        intents=(), nodes=nodes, mlps=mlps)
 
 
 # ---- sampling --------------------------------------------------------------------------
@@ -116,9 +135,9 @@ class _Judge:
     """Evaluates points and says where they break the intent."""
 
     def __init__(self, tp: T.TypedProgram, intent: T.Intent):
-        self.tp = tp
+        self.tp = cone_program(tp, intent.target)
         self.intent = intent
-        self.mlp = reference.zero_mlp_params(tp)
+        self.mlp = reference.zero_mlp_params(self.tp)
 
     def bad(self, weights: dict, obs: dict, low, high, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mask of violating elements, the two compared arrays), each (n,) + target shape."""
@@ -145,19 +164,36 @@ class _Judge:
 
     def measure(self, p: Point) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`bad` at one point: (mask, a, b) of the target's shape."""
-        one = lambda d: {k: np.asarray(v)[None] for k, v in d.items()}  # noqa: E731
-        low = None if p.low is None else np.asarray(p.low)[None]
-        high = None if p.high is None else np.asarray(p.high)[None]
-        mask, a, b = self.bad(one(p.weights), one(p.obs), low, high, 1)
+        mask, a, b = self.measure_many([p])
         return mask[0], a[0], b[0]
+
+    def measure_many(self, points: list[Point]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`measure` at several points in one batched run: (mask, a, b), each (len(points),) + target shape.
+
+        Row i is what `measure(points[i])` gives: the reference interpreter
+        computes every row of a batch on its own, with the same operations."""
+        def rows(get) -> dict[str, np.ndarray]:
+            return {k: np.stack([np.asarray(get(q)[k]) for q in points]) for k in get(points[0])}
+
+        low = None if points[0].low is None else np.stack([np.asarray(q.low) for q in points])
+        high = None if points[0].high is None else np.stack([np.asarray(q.high) for q in points])
+        return self.bad(rows(lambda q: q.weights), rows(lambda q: q.obs), low, high, len(points))
 
     def check(self, p: Point) -> Optional[Violation]:
         """The first violation at one point, or None."""
-        mask, a, b = self.measure(p)
-        if not mask.any():
-            return None
-        idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
-        return idx, float(a[idx]), float(b[idx])
+        return self.check_many([p])[0]
+
+    def check_many(self, points: list[Point]) -> list[Optional[Violation]]:
+        """`check` at several points, in one batched run."""
+        masks, a, b = self.measure_many(points)
+        out: list[Optional[Violation]] = []
+        for mask, x, y in zip(masks, a, b):
+            if not mask.any():
+                out.append(None)
+                continue
+            idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+            out.append((idx, float(x[idx]), float(y[idx])))
+        return out
 
     def matters(self, p: Point, weight: str, idx: tuple[int, ...]) -> bool:
         """Whether the weight moves what the intent compares at `idx` (for a
@@ -170,6 +206,23 @@ class _Judge:
         before = probe(p)
         after = probe(p._replace(weights={**p.weights, weight: w * 1.5 + 0.25}))
         return not (abs(after - before) <= 1e-9 * max(1.0, abs(before)))
+
+    def which_matter(self, p: Point, weights: list[str], idx: tuple[int, ...]) -> set[str]:
+        """The weights among `weights` for which `matters` holds, probed in batches."""
+        def compared(mask_a_b, i: int) -> float:
+            _, a, b = mask_a_b
+            return float(b[i][idx] - a[i][idx]) if isinstance(self.intent, T.MonoIntent) else float(a[i][idx])
+
+        before = compared(self.measure_many([p]), 0)
+        out = set()
+        for start in range(0, len(weights), _BATCH):
+            chunk = weights[start: start + _BATCH]
+            moved = [p._replace(weights={**p.weights, w: np.asarray(p.weights[w], dtype=float) * 1.5 + 0.25})
+                     for w in chunk]
+            got = self.measure_many(moved)
+            out |= {w for i, w in enumerate(chunk)
+                    if not (abs(compared(got, i) - before) <= 1e-9 * max(1.0, abs(before)))}
+        return out
 
 
 # ---- the search ----------------------------------------------------------------------------
@@ -203,24 +256,26 @@ def search(tp: T.TypedProgram, intent: T.Intent, var_iv: Optional[Interval] = No
     ranges over; its two values are kept inside it."""
     rng = np.random.default_rng(zlib.crc32(intent.text.encode()))
     judge = _Judge(tp, intent)
+    # Every input is drawn, in order, so the stream (and the witness) is that of the whole program.
     weights = {w.name: sample_weight(w, rng, samples) for w in tp.weights}
     obs = {o.name: sample_obs(o, rng, samples) for o in tp.obs}
+    cone = judge.tp
     low = high = None
     if isinstance(intent, T.MonoIntent):
         if intent.var in weights or intent.var in obs:
             natural = (weights | obs)[intent.var]
         else:
-            natural = reference.run(tp, weights, obs, judge.mlp, batch=samples).values[intent.var]
-        low, high = _var_pair(tp, intent.var, natural, var_iv, rng, samples)
+            natural = reference.run(cone, weights, obs, judge.mlp, batch=samples).values[intent.var]
+        low, high = _var_pair(cone, intent.var, natural, var_iv, rng, samples)
     mask, _, _ = judge.bad(weights, obs, low, high, samples)
     hits = np.flatnonzero(mask.reshape(samples, -1).any(axis=1))
     if hits.size == 0:
         return None
     i = int(hits[0])
-    point = Point({k: v[i] for k, v in weights.items()}, {k: v[i] for k, v in obs.items()},
+    point = Point({w.name: weights[w.name][i] for w in cone.weights}, {o.name: obs[o.name][i] for o in cone.obs},
                   None if low is None else low[i], None if high is None else high[i])
-    point = simplify(tp, intent, point, judge.check, var_iv)
-    return describe(tp, intent, point, judge)
+    point = simplify(cone, intent, point, judge.check, var_iv, judge.check_many)
+    return describe(cone, intent, point, judge)
 
 
 # ---- simplifying and telling -----------------------------------------------------------------
@@ -231,39 +286,88 @@ def _round2(x: np.ndarray) -> np.ndarray:
     return np.vectorize(lambda v: float(f"{v:.2g}") if np.isfinite(v) else v, otypes=[float])(x)
 
 
-def simplify(tp: T.TypedProgram, intent: T.Intent, p: Point, check: Callable[[Point], Optional[Violation]],
-             var_iv: Optional[Interval]) -> Point:
-    """Greedily make a violating point simpler while it still violates."""
+Change = Callable[[Point], Optional[Point]]  # a simpler point, or None when the change does not apply
+_BATCH = 32  # points checked in one batched run
+
+
+def _changes(tp: T.TypedProgram, intent: T.Intent, var_iv: Optional[Interval]) -> list[Change]:
+    """The simplifications `simplify` tries, in order: weights to their initial
+    values, observations to their simplest value, then each rounded to two digits."""
     used = ancestors(tp, intent.target)
     ws = [w for w in tp.weights if w.name in used]
     os_ = [o for o in tp.obs if o.name in used]
 
-    def attempt(q: Point) -> bool:
-        return check(q) is not None
+    def weight_init(w: T.Weight) -> Change:
+        return lambda p: p._replace(weights={**p.weights, w.name: np.broadcast_to(np.asarray(w.init, float),
+                                                                                   w.type.shape)})
 
-    for w in ws:
-        q = p._replace(weights={**p.weights, w.name: np.broadcast_to(np.asarray(w.init, float), w.type.shape)})
-        p = q if attempt(q) else p
-    for o in os_:
-        q = p._replace(obs={**p.obs, o.name: _canonical_obs(o)})
-        p = q if attempt(q) else p
-    for w in ws:
-        r = _round2(p.weights[w.name])
-        if np.all((r > w.lo) & (r < w.hi)):
-            q = p._replace(weights={**p.weights, w.name: r})
-            p = q if attempt(q) else p
-    for o in os_:
-        r = _round2(p.obs[o.name])
-        if np.all((r >= o.lo) & (r <= o.hi)):
-            q = p._replace(obs={**p.obs, o.name: r})
-            p = q if attempt(q) else p
-    if p.low is not None and p.low.dtype != bool:
+    def obs_simplest(o: T.Obs) -> Change:
+        return lambda p: p._replace(obs={**p.obs, o.name: _canonical_obs(o)})
+
+    def weight_round(w: T.Weight) -> Change:
+        def change(p: Point) -> Optional[Point]:
+            r = _round2(p.weights[w.name])
+            return p._replace(weights={**p.weights, w.name: r}) if np.all((r > w.lo) & (r < w.hi)) else None
+        return change
+
+    def obs_round(o: T.Obs) -> Change:
+        def change(p: Point) -> Optional[Point]:
+            r = _round2(p.obs[o.name])
+            return p._replace(obs={**p.obs, o.name: r}) if np.all((r >= o.lo) & (r <= o.hi)) else None
+        return change
+
+    def var_round(p: Point) -> Optional[Point]:
+        if p.low is None or p.low.dtype == bool:
+            return None
         lo, hi = _round2(p.low), _round2(p.high)
         inside = var_iv is None or (var_iv.contains(lo) and var_iv.contains(hi))
-        if inside and np.all(lo <= hi):
-            q = p._replace(low=lo, high=hi)
-            p = q if attempt(q) else p
+        return p._replace(low=lo, high=hi) if inside and np.all(lo <= hi) else None
+
+    return ([weight_init(w) for w in ws] + [obs_simplest(o) for o in os_] + [weight_round(w) for w in ws]
+            + [obs_round(o) for o in os_] + [var_round])
+
+
+def _greedy(p: Point, changes: list[Change], check_many: Callable[[list[Point]], list[Optional[Violation]]],
+            batch: int) -> Point:
+    """Each change in turn, kept if the point still violates. The checks of a
+    run of changes go in one batch, made on the guess that each is kept; after
+    the first that is not, the run starts again from the last kept point. The
+    outcome is that of checking the changes one by one."""
+    i = 0
+    while i < len(changes):
+        chain: list[tuple[int, Point]] = []
+        q = p
+        j = i
+        while j < len(changes) and len(chain) < batch:
+            r = changes[j](q)
+            if r is not None:
+                chain.append((j, r))
+                q = r
+            j += 1
+        if not chain:
+            break
+        i = j
+        for (k, r), v in zip(chain, check_many([r for _, r in chain])):
+            if v is None:
+                i = k + 1
+                break
+            p = r
     return p
+
+
+def simplify(tp: T.TypedProgram, intent: T.Intent, p: Point, check: Callable[[Point], Optional[Violation]],
+             var_iv: Optional[Interval],
+             check_many: Optional[Callable[[list[Point]], list[Optional[Violation]]]] = None) -> Point:
+    """Greedily make a violating point simpler while it still violates.
+
+    `check_many` (several points at once, as `check` would one by one) saves runs."""
+    changes = _changes(tp, intent, var_iv)
+    if check_many is not None:
+        fast = _greedy(p, changes, check_many, _BATCH)
+        if check(fast) is not None:
+            return fast
+    # One by one: without `check_many`, or should a batch ever disagree with `check`.
+    return _greedy(p, changes, lambda points: [check(q) for q in points], 1)
 
 
 def _show(x) -> str:
@@ -289,7 +393,8 @@ def describe(tp: T.TypedProgram, intent: T.Intent, p: Point, judge: _Judge) -> s
     def at_init(w: T.Weight) -> bool:
         return np.array_equal(p.weights[w.name], np.broadcast_to(np.asarray(w.init, float), w.type.shape))
 
-    key = [w for w in candidates if not at_init(w) or judge.matters(p, w.name, idx)] or candidates
+    matter = judge.which_matter(p, [w.name for w in candidates if at_init(w)], idx)
+    key = [w for w in candidates if not at_init(w) or w.name in matter] or candidates
     parts = []
     if key:
         shown = [f"{w.name} = {_show(p.weights[w.name])}" for w in key[:6]]
