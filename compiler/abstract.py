@@ -7,86 +7,53 @@ unknown (non-strict: "increasing" means never falls as the variable rises).
 The rules are the sign rules of disciplined convex programming: a product
 keeps a factor's direction when the other factor is constant in the variable
 and of known sign; an increasing function keeps its argument's direction;
-`abs`, `square` and `norm` need the argument's sign; an mlp's is unknown.
+`abs`, `square` and `norm` need the argument's sign; an mlp's is unknown
+(the algebra of directions itself is `directions.py`).
 
 The variable is a free input: its node's value is cut loose from what it is
 computed from, so "target decreasing in slip" is about target as a function
 of slip with every other input held fixed. With `report=True` the pass also
-collects the analysis warnings and errors (division by zero, log and sqrt
-domains, action ranges, noise stds) with the span of the offending node.
+collects the analysis warnings and errors (division by zero, log, sqrt and
+power domains, action ranges, noise stds) with the span of the offending node.
+
+Passes are cheap to repeat: each remembers what it computed for every
+expression node (`Pass.memo`), and `run_cone` redoes only the part of a
+program that a question about one target needs (the target's cone,
+downstream of the variable or of a restricted weight), reusing a base pass's
+result for every other expression. Reasons for a lost direction are written
+out only when a direction is actually lost.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap
-from typing import Mapping, MutableMapping, NamedTuple, Optional
+from typing import Iterable, Mapping, MutableMapping, Optional
 
 import numpy as np
 
 from . import errors, intervals as I, typed as T
+from .deps import Deps
 from .diagnostics import Diagnostic, ice
+from .directions import (CONST, DEC, INC, UNKNOWN, Abs, Reason, combine, flip, flipped, scaled, still,
+                         trig_direction)
 from .intervals import Interval
-
-CONST, INC, DEC, UNKNOWN = "constant", "increasing", "decreasing", "unknown"
-
-
-class Abs(NamedTuple):
-    """What the analysis knows about one value."""
-
-    iv: Interval
-    dir: str = CONST
-    why: Optional[str] = None  # when dir is UNKNOWN: the first place the direction was lost
-
 
 Env = MutableMapping[str, Abs]
 
-
-def flip(d: str) -> str:
-    return {INC: DEC, DEC: INC}.get(d, d)
+_ARITH = {"add": I.add, "sub": I.sub, "mul": I.mul, "pow": I.power}
 
 
-def _flip(a: Abs) -> tuple[str, Optional[str]]:
-    return flip(a.dir), a.why
+class _Narrowed(ChainMap):
+    """The environment inside a branch of a selection, with the names its condition narrows.
 
+    `ctx` tells branches apart for the memo (an expression's value depends on
+    the branches it sits in); `dirty` says the condition reads something the
+    pass changed from its base pass, so nothing inside may be reused from it."""
 
-def combine(parts: list[tuple[str, Optional[str]]], conflict: str) -> tuple[str, Optional[str]]:
-    """The direction of a value that is nondecreasing in each part (each part
-    already oriented): unknown if any part is, or if parts move both ways."""
-    for d, why in parts:
-        if d == UNKNOWN:
-            return UNKNOWN, why
-    moving = {d for d, _ in parts if d != CONST}
-    if not moving:
-        return CONST, None
-    if len(moving) == 1:
-        return moving.pop(), None
-    return UNKNOWN, conflict
-
-
-def scaled(a: Abs, factor: Interval, why: str) -> tuple[str, Optional[str]]:
-    """The direction of a * c where c is constant in the variable and lies in `factor`."""
-    if a.dir in (CONST, UNKNOWN):
-        return a.dir, a.why
-    if factor.nonneg():
-        return a.dir, None
-    if factor.nonpos():
-        return flip(a.dir), None
-    return UNKNOWN, why
-
-
-def _trig_direction(fn: str, iv: Interval) -> Optional[str]:
-    """INC or DEC if sin/cos is monotone over all of `iv`, else None."""
-    h = iv.hull()
-    lo, hi = float(h.lo), float(h.hi)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return None
-    start = -np.pi / 2 if fn == "sin" else -np.pi  # an increasing stretch begins here, every 2 pi
-    for base, d in ((start, INC), (start + np.pi, DEC)):
-        k = np.floor((lo - base) / (2 * np.pi))
-        seg = base + 2 * np.pi * k
-        if lo >= seg + 1e-9 and hi <= seg + np.pi - 1e-9:
-            return d
-    return None
+    def __init__(self, parent: Mapping[str, Abs], ctx: tuple, dirty: bool):
+        super().__init__({}, parent)  # type: ignore[arg-type]
+        self.ctx = ctx
+        self.dirty = dirty
 
 
 class Pass:
@@ -94,21 +61,46 @@ class Pass:
 
     bounds: the interval of every obs and weight (broadcast to its shape);
     var: the name the directions are taken in (None: every value is constant);
-    report: collect diagnostics into `self.diagnostics`."""
+    report: collect diagnostics into `self.diagnostics`;
+    base, changed: a finished pass of the same program whose results are
+    reused for every expression that reads none of the names in `changed`
+    (see `run_cone`).
+
+    `memo` maps each expression node evaluated (by identity, and by the
+    branches it sits in) to its result; `evaluated` counts the expression
+    nodes this pass actually computed, the measure of its work."""
 
     def __init__(self, tp: T.TypedProgram, bounds: Mapping[str, Interval], var: Optional[str] = None,
-                 report: bool = False):
+                 report: bool = False, base: Optional["Pass"] = None, changed: Iterable[str] = ()):
         self.tp = tp
         self.bounds = bounds
         self.var = var
         self.report = report
-        self.lines = tp.source.splitlines()
-        self.env: dict[str, Abs] = {}
+        self.base = base
+        self.changed = frozenset(changed)
+        self._lines: Optional[list[str]] = None
+        self._deps: Optional[Deps] = base.deps if base is not None else None
+        self.env: Env = {}
         self.means: dict[str, Abs] = {}
         self.stds: dict[str, Abs] = {}
         self.diagnostics: list[Diagnostic] = []
+        self.memo: dict[object, tuple[Abs, bool]] = {}
+        self.evaluated = 0
 
     # ---- helpers ---------------------------------------------------------------------
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.tp.source.splitlines()
+        return self._lines
+
+    @property
+    def deps(self) -> Deps:
+        """The program's dependency graph, built on first use and shared with passes based on this one."""
+        if self._deps is None:
+            self._deps = Deps(self.tp)
+        return self._deps
 
     def text(self, e: T.TExpr, limit: int = 40) -> str:
         """The source text of an expression, on one line, shortened."""
@@ -133,17 +125,23 @@ class Pass:
 
     def run(self) -> "Pass":
         for decl in (*self.tp.obs, *self.tp.weights):
-            iv = self.bounds[decl.name].broadcast_to(decl.type.shape)
-            self.env[decl.name] = Abs(iv, INC if decl.name == self.var else CONST)
+            self.input(decl)
         for node in self.tp.nodes:
-            if isinstance(node, T.Action):
-                value = self.action(node)
-            else:
-                value = self.expr(node.expr, self.env)
-            if node.name == self.var:  # the cut: a free input ranging over its own interval
-                value = Abs(value.iv, INC)
-            self.env[node.name] = value
+            self.node(node)
         return self
+
+    def input(self, decl: T.Obs | T.Weight) -> None:
+        iv = self.bounds[decl.name].broadcast_to(decl.type.shape)
+        self.env[decl.name] = Abs(iv, INC if decl.name == self.var else CONST)
+
+    def node(self, node: T.Latent | T.Action) -> None:
+        if isinstance(node, T.Action):
+            value = self.action(node)
+        else:
+            value = self.expr(node.expr, self.env)
+        if node.name == self.var:  # the cut: a free input ranging over its own interval
+            value = Abs(value.iv, INC)
+        self.env[node.name] = value
 
     def action(self, a: T.Action) -> Abs:
         mean = self.expr(a.expr, self.env)
@@ -151,21 +149,44 @@ class Pass:
         self.means[a.name] = mean
         clipped = I.clip(mean.iv, Interval.point(a.lo), Interval.point(a.hi))
         is_clip = isinstance(a.expr, T.Apply) and a.expr.fn == "clip"
-        if not mean.iv.within(a.lo, a.hi) and not is_clip:
+        if self.report and not mean.iv.within(a.lo, a.hi) and not is_clip:
             self.emit(errors.action_range_exceeded(a.expr.span, a.name, str(mean.iv),
                                                    str(Interval(a.lo, a.hi))))
         if a.std is not None:
             std = self.expr(a.std, self.env)
             self.stds[a.name] = std
-            if not std.iv.positive():
+            if self.report and not std.iv.positive():
                 self.emit(errors.std_not_positive(a.std.span, a.name, str(std.iv)))
         return Abs(clipped, mean.dir, mean.why)
 
     # ---- expressions --------------------------------------------------------------------
 
     def expr(self, e: T.TExpr, env: Mapping[str, Abs]) -> Abs:
+        """What is known about `e` in `env`: remembered, reused from the base pass, or computed."""
+        if type(e) is T.Ref:
+            return env[e.name]
+        if type(env) is _Narrowed:
+            key: object = (id(e), env.ctx)
+            dirty = env.dirty
+        else:
+            key, dirty = id(e), False
+        hit = self.memo.get(key)
+        if hit is not None and (hit[1] or not self.report):  # a reporting pass reports every node once
+            return hit[0]
+        if self.base is not None and not dirty and not self.report and self.deps.refs(e).isdisjoint(self.changed):
+            got = self.base.memo.get(key)
+            if got is not None:
+                return got[0]
+        self.evaluated += 1
+        out = self.evaluate(e, env)
+        self.memo[key] = (out, self.report)
+        return out
+
+    def evaluate(self, e: T.TExpr, env: Mapping[str, Abs]) -> Abs:
+        """The rule for one node (its operands through `expr`)."""
         if isinstance(e, T.Const):
-            return Abs(Interval.point(np.asarray(e.value, dtype=float)))
+            v = e.value
+            return Abs(Interval.point(float(v) if isinstance(v, (int, float)) else np.asarray(v, dtype=float)))
         if isinstance(e, T.Ref):
             return env[e.name]
         if isinstance(e, T.Unary):
@@ -181,16 +202,20 @@ class Pass:
         if isinstance(e, T.Reduce):
             x = self.expr(e.x, env)
             iv = I.reduce(e.fn, x.iv, e.axis)
-            if e.fn == "norm":
-                return Abs(iv, *scaled(x, x.iv, f"`{self.text(e)}` is not monotone where its argument changes sign"))
+            if e.fn == "norm" and x.dir != CONST:
+                return Abs(iv, *scaled(x, x.iv, lambda: f"`{self.text(e)}` is not monotone where its argument "
+                                                        f"changes sign"))
             return Abs(iv, x.dir, x.why)
         if isinstance(e, T.Index):
             x = self.expr(e.x, env)
             return Abs(I.index(x.iv, e.items), x.dir, x.why)
         if isinstance(e, T.Stack):
             items = [self.expr(i, env) for i in e.items]
-            conflict = f"the items of `{self.text(e)}` move in opposite directions"
-            return Abs(I.stack([i.iv for i in items]), *combine([(i.dir, i.why) for i in items], conflict))
+            iv = I.stack([i.iv for i in items])
+            if still(*items):
+                return Abs(iv)
+            conflict = lambda: f"the items of `{self.text(e)}` move in opposite directions"  # noqa: E731
+            return Abs(iv, *combine([(i.dir, i.why) for i in items], conflict))
         if isinstance(e, T.Mlp):
             items = [self.expr(i, env) for i in e.inputs]
             moving = [i for i in items if i.dir != CONST]
@@ -201,25 +226,24 @@ class Pass:
 
     def binary(self, e: T.Binary, l: Abs, r: Abs) -> Abs:
         op = e.op
+        if op == "pow" and self.report and I.power_may_be_nan(l.iv, r.iv):
+            self.emit(errors.power_domain(e.l.span, str(l.iv)))
+        if l.dir == CONST and r.dir == CONST:
+            return Abs(self.binary_interval(e, l, r))
         if op == "add":
             return Abs(I.add(l.iv, r.iv), *combine([(l.dir, l.why), (r.dir, r.why)], self.opposed(e)))
         if op == "sub":
-            return Abs(I.sub(l.iv, r.iv), *combine([(l.dir, l.why), _flip(r)], self.opposed(e)))
+            return Abs(I.sub(l.iv, r.iv), *combine([(l.dir, l.why), flipped(r)], self.opposed(e)))
         if op == "mul":
             return Abs(I.mul(l.iv, r.iv), *self.product(e, l, r))
         if op == "div":
-            iv, maybe_zero = I.div(l.iv, r.iv)
-            if maybe_zero:
-                self.emit(errors.division_by_zero(e.r.span, str(r.iv)))
-            return Abs(iv, *self.quotient(e, l, r))
+            return Abs(self.binary_interval(e, l, r), *self.quotient(e, l, r))
         if op == "pow":
-            if self.report and I.power_may_be_nan(l.iv, r.iv):
-                self.emit(errors.power_domain(e.l.span, str(l.iv)))
             return Abs(I.power(l.iv, r.iv), *self.power(e, l, r))
         if op in ("lt", "le"):  # true grows as l falls or r rises
-            return Abs(I.compare(op, l.iv, r.iv), *combine([_flip(l), (r.dir, r.why)], self.opposed(e)))
+            return Abs(I.compare(op, l.iv, r.iv), *combine([flipped(l), (r.dir, r.why)], self.opposed(e)))
         if op in ("gt", "ge"):
-            return Abs(I.compare(op, l.iv, r.iv), *combine([(l.dir, l.why), _flip(r)], self.opposed(e)))
+            return Abs(I.compare(op, l.iv, r.iv), *combine([(l.dir, l.why), flipped(r)], self.opposed(e)))
         if op in ("eq", "ne"):
             parts = combine([(l.dir, l.why), (r.dir, r.why)], "")
             d = CONST if parts[0] == CONST else UNKNOWN
@@ -229,11 +253,27 @@ class Pass:
             return Abs(I.logic(op, l.iv, r.iv), *combine([(l.dir, l.why), (r.dir, r.why)], self.opposed(e)))
         raise ice(f"analysis: unknown operator {op}")
 
-    def opposed(self, e: T.TExpr) -> str:
-        return f"the two sides of `{self.text(e)}` move in opposite directions"
+    def binary_interval(self, e: T.Binary, l: Abs, r: Abs) -> Interval:
+        """The interval of `l op r` (and the division-by-zero warning)."""
+        op = e.op
+        if op == "div":
+            iv, maybe_zero = I.div(l.iv, r.iv)
+            if maybe_zero and self.report:
+                self.emit(errors.division_by_zero(e.r.span, str(r.iv)))
+            return iv
+        if op in _ARITH:
+            return _ARITH[op](l.iv, r.iv)
+        if op in ("and", "or"):
+            return I.logic(op, l.iv, r.iv)
+        if op in ("eq", "ne", "lt", "le", "gt", "ge"):
+            return I.compare(op, l.iv, r.iv)
+        raise ice(f"analysis: unknown operator {op}")
 
-    def sign_unknown(self, factor: T.TExpr, iv: Interval) -> str:
-        return f"the sign of `{self.text(factor)}` is not fixed (it lies in {iv})"
+    def opposed(self, e: T.TExpr) -> Reason:
+        return lambda: f"the two sides of `{self.text(e)}` move in opposite directions"
+
+    def sign_unknown(self, factor: T.TExpr, iv: Interval) -> Reason:
+        return lambda: f"the sign of `{self.text(factor)}` is not fixed (it lies in {iv})"
 
     def product(self, e: T.Binary, l: Abs, r: Abs) -> tuple[str, Optional[str]]:
         # (l r)(x2) - (l r)(x1) = (l2 - l1) r2 + l1 (r2 - r1): each term signed by
@@ -258,7 +298,8 @@ class Pass:
         if l.dir == CONST and r.dir == CONST:
             return CONST, None
         p = I._constant_exponent(r.iv) if r.dir == CONST else None
-        turn = f"`{self.text(e)}` is not monotone where `{self.text(e.l)}` changes sign (it lies in {l.iv})"
+        turn = lambda: (f"`{self.text(e)}` is not monotone where `{self.text(e.l)}` changes sign "  # noqa: E731
+                        f"(it lies in {l.iv})")
         if p is not None:
             if p == 0:
                 return CONST, None
@@ -266,15 +307,15 @@ class Pass:
                 return scaled(l, l.iv, turn) if int(p) % 2 == 0 else (l.dir, l.why)
             if p.is_integer():  # negative integer: 1/x^k
                 if l.iv.positive():
-                    return _flip(l)
-                if bool(np.all(l.iv.hi < 0)):
-                    return (l.dir, l.why) if int(p) % 2 == 0 else _flip(l)
-                return (UNKNOWN, turn) if l.dir != UNKNOWN else (UNKNOWN, l.why)
-            return (l.dir, l.why) if p > 0 else _flip(l)  # x^p for x >= 0
+                    return flipped(l)
+                if l.iv.negative():
+                    return (l.dir, l.why) if int(p) % 2 == 0 else flipped(l)
+                return (UNKNOWN, turn()) if l.dir != UNKNOWN else (UNKNOWN, l.why)
+            return (l.dir, l.why) if p > 0 else flipped(l)  # x^p for x >= 0
         if l.iv.positive():  # a^b = exp(b log a)
             log_l = Abs(I.apply("log", l.iv), l.dir, l.why)
             return combine([scaled(log_l, r.iv, self.sign_unknown(e.r, r.iv)),
-                            scaled(r, log_l.iv, f"the sign of `log({self.text(e.l)})` is not fixed")],
+                            scaled(r, log_l.iv, lambda: f"the sign of `log({self.text(e.l)})` is not fixed")],
                            self.opposed(e))
         return UNKNOWN, f"`{self.text(e)}` has a variable exponent and a base that is not provably positive"
 
@@ -282,45 +323,50 @@ class Pass:
         fn = e.fn
         x = args[0]
         if fn in T.ELEMENTWISE:
-            if fn == "log" and bool(np.any(x.iv.lo <= 0)):
+            if self.report and fn == "log" and bool(np.any(x.iv.lo <= 0)):
                 self.emit(errors.domain_warning(e.args[0].span, fn, str(x.iv), "a positive argument"))
-            if fn == "sqrt" and bool(np.any(x.iv.lo < 0)):
+            if self.report and fn == "sqrt" and bool(np.any(x.iv.lo < 0)):
                 self.emit(errors.domain_warning(e.args[0].span, fn, str(x.iv), "a non-negative argument"))
             iv = I.apply(fn, x.iv)
+            if x.dir == CONST:
+                return Abs(iv)
             if fn in ("abs", "square"):
-                return Abs(iv, *scaled(x, x.iv, f"`{self.text(e)}` turns around where `{self.text(e.args[0])}` "
-                                                f"changes sign (it lies in {x.iv})"))
+                return Abs(iv, *scaled(x, x.iv, lambda: f"`{self.text(e)}` turns around where "
+                                                        f"`{self.text(e.args[0])}` changes sign (it lies in {x.iv})"))
             if fn in ("sin", "cos"):
                 if x.dir in (CONST, UNKNOWN):
                     return Abs(iv, x.dir, x.why)
-                d = _trig_direction(fn, x.iv)
+                d = trig_direction(fn, x.iv)
                 if d is None:
                     return Abs(iv, UNKNOWN, f"`{self.text(e)}` is not monotone over {x.iv}")
                 return Abs(iv, x.dir if d == INC else flip(x.dir))
             return Abs(iv, x.dir, x.why)  # every other elementwise function is nondecreasing
         if fn in ("min", "max", "clip"):
             iv = I.clip(*(a.iv for a in args)) if fn == "clip" else I.apply2(fn, args[0].iv, args[1].iv)
+            if still(*args):
+                return Abs(iv)
             return Abs(iv, *combine([(a.dir, a.why) for a in args], self.opposed(e)))
         if fn == "atan2":
-            return Abs(I.apply2(fn, args[0].iv, args[1].iv), *self.atan2(e, args[0], args[1]))
+            iv = I.apply2(fn, args[0].iv, args[1].iv)
+            return Abs(iv) if still(*args) else Abs(iv, *self.atan2(e, args[0], args[1]))
         raise ice(f"analysis: unknown function {fn}")
 
     def atan2(self, e: T.Apply, y: Abs, x: Abs) -> tuple[str, Optional[str]]:
         # d/dy atan2(y, x) has the sign of x (off the branch cut on the negative
         # x axis); d/dx has the sign of -y.
-        cut = f"`{self.text(e)}` is not monotone across the negative x axis or the origin"
+        cut = lambda: f"`{self.text(e)}` is not monotone across the negative x axis or the origin"  # noqa: E731
         if x.iv.positive():
             dy = (y.dir, y.why)
-        elif bool(np.all(x.iv.hi < 0)) and (y.iv.positive() or bool(np.all(y.iv.hi < 0))):
-            dy = _flip(y)
+        elif x.iv.negative() and (y.iv.positive() or y.iv.negative()):
+            dy = flipped(y)
         else:
-            dy = (y.dir, y.why) if y.dir in (CONST, UNKNOWN) else (UNKNOWN, cut)
+            dy = (y.dir, y.why) if y.dir in (CONST, UNKNOWN) else (UNKNOWN, cut())
         if y.iv.positive():
-            dx = _flip(x)
-        elif bool(np.all(y.iv.hi < 0)):
+            dx = flipped(x)
+        elif y.iv.negative():
             dx = (x.dir, x.why)
         else:
-            dx = (x.dir, x.why) if x.dir in (CONST, UNKNOWN) else (UNKNOWN, cut)
+            dx = (x.dir, x.why) if x.dir in (CONST, UNKNOWN) else (UNKNOWN, cut())
         return combine([dy, dx], self.opposed(e))
 
     def select(self, e: T.Select, env: Mapping[str, Abs]) -> Abs:
@@ -328,11 +374,14 @@ class Pass:
         a = self.expr(e.a, self.narrow(env, e.cond, True))
         b = self.expr(e.b, self.narrow(env, e.cond, False))
         iv = I.select(c.iv, a.iv, b.iv)
+        if still(c, a, b):
+            return Abs(iv)
         if c.iv.surely():
             return Abs(iv, a.dir, a.why)
         if c.iv.never():
             return Abs(iv, b.dir, b.why)
-        both = combine([(a.dir, a.why), (b.dir, b.why)], f"the branches of `{self.text(e)}` move in opposite directions")
+        both = combine([(a.dir, a.why), (b.dir, b.why)],
+                       lambda: f"the branches of `{self.text(e)}` move in opposite directions")
         if c.dir == CONST or both[0] == UNKNOWN:
             return Abs(iv, *both)
         if c.dir == UNKNOWN:
@@ -352,7 +401,10 @@ class Pass:
         facts = self.facts(cond, truth, env)
         if not facts:
             return env
-        out: Env = ChainMap({}, env)  # type: ignore[arg-type]
+        narrowed = type(env) is _Narrowed
+        ctx = (env.ctx if narrowed else ()) + ((id(cond), truth),)
+        dirty = (narrowed and env.dirty) or (bool(self.changed) and not self.deps.refs(cond).isdisjoint(self.changed))
+        out = _Narrowed(env, ctx, dirty)
         for name, iv in facts:
             old = out[name]
             out[name] = Abs(I.meet(old.iv, _fit(iv, old.iv.shape)), old.dir, old.why)
@@ -413,3 +465,31 @@ def run_pass(tp: T.TypedProgram, var: Optional[str] = None, report: bool = False
     """One abstract run; `restrict` narrows some weights (e.g. to one sign)."""
     return Pass(tp, input_bounds(tp, restrict), var, report).run()
 
+
+def run_cone(base: Pass, target: str, var: Optional[str] = None,
+             restrict: Optional[Mapping[str, Interval]] = None) -> Pass:
+    """What `run_pass(tp, var, restrict=restrict)` knows about `target`, for a
+    fraction of its work.
+
+    `base` is the plain pass over the whole program (no variable, no
+    restriction). Only the nodes of `target`'s cone that lie downstream of
+    `var` or of a restricted weight can differ from it, so only those are
+    evaluated, and inside them every expression reading none of the changed
+    names is taken from `base`. `env` answers for every name (the others
+    fall through to `base.env`); `evaluated` counts the work done."""
+    if base.var is not None or base.base is not None:
+        raise ice("run_cone needs a plain whole-program pass as its base")
+    restrict = dict(restrict or {})
+    g = base.deps
+    cone = g.cone(target)
+    roots = set(restrict) | ({var} if var is not None else set())
+    changed = g.downstream(cone, roots)
+    bounds = ChainMap(restrict, base.bounds)
+    p = Pass(base.tp, bounds, var, report=False, base=base, changed=changed)
+    p.env = ChainMap({}, base.env)
+    for name in sorted(roots - g.order.keys()):  # changed inputs: the variable, restricted weights
+        p.input(g.inputs[name])
+    for name in cone:
+        if name in changed:
+            p.node(g.nodes[name])
+    return p

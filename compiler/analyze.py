@@ -2,7 +2,7 @@
 
     analysis = analyze_program(tp)
     analysis.intervals["slip_c"]      # Interval: the range of every obs, weight, latent and action
-    analysis.diagnostics              # warnings W0402-W0407 and errors E0401, E0405
+    analysis.diagnostics              # warnings W0402-W0409 and errors E0401, E0405
     analysis.intents                  # one IntentResult per `expect`: proved / refuted / unknown
 
 Ranges come from observation ranges and weight constraints (an undeclared
@@ -24,6 +24,12 @@ range. Each is decided in four steps:
    concrete weights and values.
 4. Otherwise unknown, warning W0407 saying where the analysis lost track.
 
+One pass over the whole program gives the ranges and diagnostics; every
+other pass (steps 1 and 2) evaluates only the target's cone downstream of
+what it changes (`abstract.run_cone`), and step 3 runs only the cone too, so
+the work per intent follows the size of its cone, not of the program
+(`Analysis.evaluations` counts it).
+
 Nothing here imports jax: `polc check` runs this.
 """
 
@@ -34,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import counterexample, errors, typed as T
-from .abstract import CONST, Pass, run_pass
+from .abstract import CONST, Pass, run_cone, run_pass
 from .diagnostics import Diagnostic
 from .errors import fmt_num
 from .intervals import Interval
@@ -48,6 +54,7 @@ class IntentResult:
     status: str  # "proved", "refuted" or "unknown"
     detail: str  # one line: what was shown, the counterexample, or why it is open
     diagnostic: Optional[Diagnostic] = None  # the W0406 / W0407 / E0405 reported for it, if any
+    evaluations: int = 0  # expression nodes the abstract passes for this intent computed (its cost)
 
 
 @dataclass(frozen=True)
@@ -55,12 +62,17 @@ class Analysis:
     """What the analysis found. `intervals` holds one range per name (the hull
     over the elements); for an action it is the range of the clipped value, and
     `"<action>.mean"` / `"<action>.std"` hold its mean's and noise std's ranges.
-    `elementwise` has the same keys with a range per element."""
+    `elementwise` has the same keys with a range per element. `evaluations`
+    counts the expression nodes the abstract interpreter computed, over the
+    program-wide pass and every intent: the analysis' work, the program's
+    size plus the sizes of the intents' cones (not the program's size once per
+    intent)."""
 
     intervals: dict[str, Interval]
     diagnostics: list[Diagnostic]
     intents: list[IntentResult]
     elementwise: dict[str, Interval] = field(default_factory=dict)
+    evaluations: int = 0
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -78,7 +90,8 @@ def analyze_program(tp: T.TypedProgram) -> Analysis:
     results = [decide(tp, intent, base) for intent in tp.intents]
     diagnostics = base.diagnostics + [r.diagnostic for r in results if r.diagnostic is not None]
     diagnostics.sort(key=lambda d: (0, 0) if d.span is None else (d.span.line, d.span.column))
-    return Analysis({k: v.hull() for k, v in elementwise.items()}, diagnostics, results, elementwise)
+    work = base.evaluated + sum(r.evaluations for r in results)
+    return Analysis({k: v.hull() for k, v in elementwise.items()}, diagnostics, results, elementwise, work)
 
 
 # ---- intents --------------------------------------------------------------------------------
@@ -112,38 +125,51 @@ def _constraint_text(w: T.Weight, lo: float, hi: float) -> str:
     return f"{t} <= {fmt_num(hi)}"
 
 
-def _deciding_weight(tp: T.TypedProgram, intent: T.Intent) -> Optional[tuple[T.Weight, str]]:
-    """A weight of either sign whose sign, once fixed, proves the intent."""
+def _deciding_weight(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> tuple[Optional[tuple[T.Weight, str]], int]:
+    """A weight of either sign whose sign, once fixed, proves the intent; and
+    the expression nodes evaluated looking for it. Only weights in the
+    target's cone can matter, and each retry redoes only the cone's part
+    downstream of the weight or the variable."""
     var = intent.var if isinstance(intent, T.MonoIntent) else None
-    used = counterexample.ancestors(tp, intent.target)
+    used = base.deps.ancestors(intent.target)
+    work = 0
     for w in tp.weights:
         if w.name not in used or w.name == var or not (w.lo < 0 < w.hi):
             continue
         for lo, hi in ((w.lo, 0.0), (0.0, w.hi)):
             restricted = {w.name: Interval(lo, hi).broadcast_to(w.type.shape)}
-            if _holds(intent, run_pass(tp, var=var, restrict=restricted))[0]:
-                return w, _constraint_text(w, lo, hi)
-    return None
+            p = run_cone(base, intent.target, var, restricted)
+            work += p.evaluated
+            if _holds(intent, p)[0]:
+                return (w, _constraint_text(w, lo, hi)), work
+    return None, work
 
 
 def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> IntentResult:
-    """Prove, refute, or explain one intent (steps 1 to 4 of the module docstring)."""
+    """Prove, refute, or explain one intent (steps 1 to 4 of the module docstring).
+
+    `base` is the program-wide pass (`run_pass(tp, report=True)`): a range
+    intent reads its result, and every other pass here redoes only the
+    target's cone (`abstract.run_cone`)."""
     var = intent.var if isinstance(intent, T.MonoIntent) else None
-    first = run_pass(tp, var=var) if var is not None else base
+    first = run_cone(base, intent.target, var) if var is not None else base
+    work = first.evaluated if var is not None else 0
     proved, why = _holds(intent, first)
     if proved:
-        return IntentResult(intent, PROVED, why)
-    found = _deciding_weight(tp, intent)
+        return IntentResult(intent, PROVED, why, evaluations=work)
+    found, more = _deciding_weight(tp, intent, base)
+    work += more
     if found is not None:
         w, constraint = found
         d = errors.intent_depends_on_sign(intent.span, intent.text, w.name, constraint)
-        return IntentResult(intent, UNKNOWN, f"holds only if weight {w.name} is declared {constraint}", d)
+        return IntentResult(intent, UNKNOWN, f"holds only if weight {w.name} is declared {constraint}", d, work)
     var_iv = base.env[var].iv if var is not None else None
     witness = counterexample.search(tp, intent, var_iv)
     if witness is not None:
-        return IntentResult(intent, REFUTED, witness, errors.intent_refuted(intent.span, intent.text, witness))
+        d = errors.intent_refuted(intent.span, intent.text, witness)
+        return IntentResult(intent, REFUTED, witness, d, work)
     reason = f"{why}, and {counterexample.N_SAMPLES} random samples found no counterexample"
-    return IntentResult(intent, UNKNOWN, reason, errors.intent_unknown(intent.span, intent.text, reason))
+    return IntentResult(intent, UNKNOWN, reason, errors.intent_unknown(intent.span, intent.text, reason), work)
 
 
 __all__ = ["Analysis", "IntentResult", "analyze_program", "decide", "PROVED", "REFUTED", "UNKNOWN"]
