@@ -33,7 +33,7 @@ import numpy as np
 
 from . import errors, intervals as I, typed as T
 from .deps import Deps
-from .diagnostics import Diagnostic, ice
+from .diagnostics import Diagnostic, ice, source_lines
 from .directions import (CONST, DEC, INC, UNKNOWN, Abs, Reason, combine, flip, flipped, scaled, still,
                          trig_direction)
 from .intervals import Interval
@@ -92,7 +92,7 @@ class Pass:
     @property
     def lines(self) -> list[str]:
         if self._lines is None:
-            self._lines = self.tp.source.splitlines()
+            self._lines = source_lines(self.tp.source)  # numbered as the parser numbers them
         return self._lines
 
     @property

@@ -305,6 +305,17 @@ expect cube increasing in x
     assert "256 random samples found no counterexample" in r.diagnostic.message
 
 
+def test_the_reason_quotes_the_source_even_after_a_form_feed():
+    a = analyze("""
+obs x : real in [-1, 1]
+# a form feed \x0c is no line break for the parser
+latent cube = x * x * x
+action u : real = cube
+expect cube increasing in x
+""")
+    assert "the sign of `x` is not fixed" in only_intent(a).diagnostic.message
+
+
 def test_a_path_through_an_mlp_is_unknown_and_says_so():
     a = analyze("""
 obs x : real in [-1, 1]
