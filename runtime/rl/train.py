@@ -320,7 +320,7 @@ class _Bar:
             self.progress.console.print(
                 f"update {record['update']}: resets {record['resets']}, return {record['return_mean']:.1f} "
                 f"± {record['return_std']:.1f}, clipped {record['clip_fraction']:.0%}, "
-                f"{record['collect_s']:.1f} s rollout + {record['update_s']:.1f} s gradient")
+                f"{record['collect_s']:.1f} s rollout + {record['update_s']:.1f} s gradient", soft_wrap=True)
 
     def __enter__(self) -> "_Bar":
         if self.enabled:
