@@ -64,19 +64,20 @@ class Dialogue:
         return move
 
     def _analysis_rounds(self, code: str, messages: list[Message]):
+        """Run the analysis, send its output, get a move; a TEST move starts over with new code."""
+        n = 1
         while True:
-            self.tests += 1
-            output, status = self._run_analysis(code, self.tests)
-            allow_test = self.tests <= self.s.max_tests
+            output, status = self._run_analysis(code, n)
+            allow_test = n - 1 < self.s.max_tests  # n - 1 TEST moves so far
             feedback = templates.render("feedback", analysis_status=status, analysis_output=output,
                                         diagnostics=self._diagnostics(), moves=self._moves(allow_test))
             messages = messages + [Message("user", feedback)]
             self.loop.ui.phase(self.k, "LLM: choosing a move")
             move, messages = self._ask_move(messages, allow_test)
             if move.kind != "TEST":
-                self.tests -= 1  # count TEST moves, not analyses
+                self.tests = n - 1
                 return move, messages
-            code = move.code
+            code, n = move.code, n + 1
 
     def _ask_move(self, messages: list[Message], allow_test: bool):
         allowed = ("REVISE", "TEST", "STOP") if allow_test else ("REVISE", "STOP")

@@ -55,12 +55,14 @@ class Settings:
 
 # Fewer, shorter episodes and a short fit: the whole loop in about a minute. Returns of cut
 # episodes are not comparable with full ones (a lap takes about 600-900 steps).
-QUICK = dict(rounds=2, rollout_episodes=1, eval_episodes=3, max_steps=300, restarts=1, max_epochs=300,
-             patience=30, quick=True)
+QUICK = dict(rollout_episodes=1, eval_episodes=3, max_steps=300, restarts=1, max_epochs=300, patience=30,
+             quick=True)
+QUICK_ROUNDS = 2
 
 
 def quick(settings: Settings) -> Settings:
-    return replace(settings, **{k: v for k, v in QUICK.items() if k != "rounds" or settings.rounds > v})
+    """`settings` cut down for --quick (at most QUICK_ROUNDS rounds)."""
+    return replace(settings, rounds=min(settings.rounds, QUICK_ROUNDS), **QUICK)
 
 
 class FitFailed(Exception):
