@@ -136,3 +136,32 @@ def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
     assert [m["llm"] for m in again.history] == [m["llm"] for m in first.history]
     assert [m["eval"] for m in again.history] == [m["eval"] for m in first.history]
     assert (tmp_path / "second" / "exchanges.jsonl").read_text().count("\n") == 4
+
+
+def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, monkeypatch):
+    """The whole path of a real model: SDK request, reply text, the provider's token counts."""
+    from dataclasses import replace
+
+    from refine_helpers import FakeUI
+    from test_llm_gemini import FakeGemini, ok_body
+
+    from polc.runtime.refine.loop import Loop, load_task
+    from polc.runtime.refine.scripted import choose
+
+    script = [(200, ok_body(ANALYSIS, prompt_tokens=1234, out_tokens=56), 0),
+              (200, ok_body(STOP, prompt_tokens=2345, out_tokens=7, thoughts=100), 0)]
+    with FakeGemini(script) as server:
+        monkeypatch.setenv("GEMINI_API_KEY", "fake-key-for-a-local-server")
+        monkeypatch.setenv("POLC_GEMINI_BASE_URL", server.url)
+        choice = choose(None, task)
+        assert choice.spec == "gemini:gemini-2.5-flash"
+        loop = Loop(RunDir.create(tmp_path / "run", {}), load_task(str(task)), replace(FAST, rounds=1), choice,
+                    FakeUI())
+        loop.run()
+    (m0,) = loop.history
+    assert m0["move"]["kind"] == "STOP"
+    assert (m0["llm"]["calls"], m0["llm"]["input_tokens"], m0["llm"]["output_tokens"]) == (2, 3579, 163)
+    first = server.requests[0]
+    assert "gemini-2.5-flash:generateContent" in first["path"]
+    assert "Pol in brief" in json.dumps(first["body"]["systemInstruction"])
+    assert "- obs.gap : real[2]" in json.dumps(first["body"]["contents"])
