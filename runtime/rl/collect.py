@@ -26,6 +26,7 @@ those restarts (at most n_envs - 1 per update) are counted apart, in
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -155,7 +156,9 @@ class Collector:
         try:
             return self._run(envs, n, params, key, seeds, on_episode)
         except BaseException:
-            self._envs.close(terminate=True)  # interrupted: do not wait for workers to finish a step
+            with warnings.catch_warnings():  # "close while waiting for a pending step": that is the point
+                warnings.simplefilter("ignore")
+                self._envs.close(terminate=True)  # interrupted: do not wait for workers to finish a step
             self._envs = None
             raise
 

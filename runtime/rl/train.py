@@ -284,7 +284,7 @@ def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, t
             "config": meta["config"]}
     save_params(os.path.join(directory, PARAMS), policy, state.params, info)
     write_atomic(os.path.join(directory, LOG), json.dumps(log, indent=1) + "\n")
-    plot_curve(os.path.join(directory, CURVE), log["log"], f"{meta['policy']} on {meta['env']}: RL", threshold)
+    plot_curve(os.path.join(directory, CURVE), log["log"], f"RL: {os.path.basename(meta['file'] or meta['policy'])} on {meta['env']}", threshold)
     ckpt.save(directory, state, meta)
 
 
