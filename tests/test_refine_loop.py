@@ -130,12 +130,13 @@ def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
 
     first, _ = run_loop(task, tmp_path / "first", [ANALYSIS, revise(), ANALYSIS, STOP])
     spec = f"replay:{tmp_path / 'first'}"
-    run = RunDir.create(tmp_path / "second", {})
+    second = tmp_path / "a" / "much-longer-path-for-the-second-run"  # prompts must not depend on it
+    run = RunDir.create(second, {})
     again = Loop(run, load_task(str(task)), FAST, Choice(spec, "replay", str(tmp_path / "first")), FakeUI())
     again.run()
     assert [m["llm"] for m in again.history] == [m["llm"] for m in first.history]
     assert [m["eval"] for m in again.history] == [m["eval"] for m in first.history]
-    assert (tmp_path / "second" / "exchanges.jsonl").read_text().count("\n") == 4
+    assert (second / "exchanges.jsonl").read_text().count("\n") == 4
 
 
 def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, monkeypatch):
@@ -165,3 +166,27 @@ def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, 
     assert "gemini-2.5-flash:generateContent" in first["path"]
     assert "Pol in brief" in json.dumps(first["body"]["systemInstruction"])
     assert "- obs.gap : real[2]" in json.dumps(first["body"]["contents"])
+
+
+def test_the_diagnostics_text_does_not_depend_on_where_the_run_is(task, tmp_path):
+    import shutil
+
+    import polc
+    from polc.runtime.params import load_params
+    from polc.runtime.refine.loop import builtin_diagnostics
+    from polc.runtime.refine.work import Fitted
+
+    run_loop(task, tmp_path / "run", [ANALYSIS, STOP])
+    d = RunDir(tmp_path / "run").round_dir(0)
+    program = polc.loads((d / "policy.pol").read_text(), "round_00/policy.pol")
+    policy = program.compile()
+    fitted = Fitted(policy, load_params(str(d / "params.json"), policy), {}, {})
+    deep = tmp_path / ("a-much-longer-directory-name" * 3) / "round_00"
+    deep.mkdir(parents=True)
+    shutil.copy(d / "trace.parquet", deep / "trace.parquet")
+    texts = [builtin_diagnostics(program, str(p / "trace.parquet"), fitted, str(task / "demo.parquet"))
+             for p in (d, deep)]
+    assert texts[0] == texts[1]
+    assert texts[0].rstrip() == (d / "diagnostics.txt").read_text().rstrip()
+    assert texts[0].startswith('Diagnostics of policy reach on trace.parquet:') and "demo.parquet" in texts[0]
+    assert str(tmp_path) not in texts[0]

@@ -298,15 +298,28 @@ class Loop:
 
 def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str) -> str:
     """polc's built-in diagnostics of a rollout, as the text the model reads (or the one
-    sentence saying why they could not be computed). Paths are shortened to file names: the
-    prompt must not depend on where the run directory is."""
+    sentence saying why they could not be computed).
+
+    The prompt must not depend on where the run directory is: the report names its inputs
+    and trims itself to a character budget, so a longer path would even change which
+    findings fit. It is computed from a private directory holding links named trace.parquet
+    and demo.parquet (the one place the loop changes the working directory, and back)."""
+    import os
+    import tempfile
+
     from ..diagnostics import DiagnosticsError, builtin_report
 
-    try:
-        text = builtin_report(program, trace_path, params=fitted.params, demo=demo_path).text()
-    except DiagnosticsError as e:
-        text = f"The built-in diagnostics could not be computed: {e}"
-    return text.replace(trace_path, Path(trace_path).name).replace(demo_path, Path(demo_path).name)
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="polc-diagnostics-") as tmp:
+        os.symlink(os.path.abspath(trace_path), os.path.join(tmp, "trace.parquet"))
+        os.symlink(os.path.abspath(demo_path), os.path.join(tmp, "demo.parquet"))
+        os.chdir(tmp)
+        try:
+            return builtin_report(program, "trace.parquet", params=fitted.params, demo="demo.parquet").text()
+        except DiagnosticsError as e:
+            return f"The built-in diagnostics could not be computed: {e}"
+        finally:
+            os.chdir(cwd)
 
 
 def write_config(settings: Settings, choice: Choice, task: Task, command: str) -> dict:
