@@ -104,7 +104,7 @@ def plot(table: Table, columns: Sequence[str], output: str, episodes: Optional[S
             _lines(ax, s, rows, step, episode)
         axes[-1].set_xlabel("step")
     fig.suptitle(os.path.basename(table.path), fontsize=10)
-    return _save(FigureCanvasAgg(fig), output)
+    return save_png(FigureCanvasAgg(fig), output)
 
 
 def _rows(table: Table, episodes: Optional[Sequence[int]]) -> np.ndarray:
@@ -159,8 +159,8 @@ def _scatter(ax, series: Sequence[Series], rows: np.ndarray, episode: np.ndarray
     ax.grid(alpha=0.3)
 
 
-def _save(canvas, output: str) -> str:
-    """Write the PNG atomically: no half-written image under `output`."""
+def save_png(canvas, output: str) -> str:
+    """Write a matplotlib canvas as PNG atomically: no half-written image under `output`."""
     tmp = temporary_beside(output)
     try:
         canvas.print_png(tmp)

@@ -5,7 +5,6 @@ as PNG.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Optional, Sequence
 
@@ -162,7 +161,9 @@ def figure_returns(history: Sequence[dict], output: str, title: str) -> Optional
     ax.set_ylabel(f"return over {len(evaluated[0]['eval']['seeds'])} unseen seeds")
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=10)
-    return _save(FigureCanvasAgg(fig), output)
+    from ..plot import save_png
+
+    return save_png(FigureCanvasAgg(fig), output)
 
 
 def choose_latents(first: Any, last: Any, wanted: Optional[Sequence[str]] = None, n: int = 4) -> list[str]:
@@ -231,17 +232,6 @@ def figure_latents(first: Any, last: Any, first_round: int, last_round: int, out
         ax.legend(fontsize=7, loc="upper right")
     axes[-1].set_xlabel("step (first traced episode)")
     fig.suptitle("latents before and after refinement", fontsize=10)
-    return _save(FigureCanvasAgg(fig), output)
+    from ..plot import save_png
 
-
-def _save(canvas, output: str) -> str:
-    from ..table import temporary_beside
-
-    tmp = temporary_beside(output)
-    try:
-        canvas.print_png(tmp)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return output
+    return save_png(FigureCanvasAgg(fig), output)

@@ -31,10 +31,11 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
+
+from polc.files import write_atomic  # noqa: F401  (re-exported for the loop)
 
 RUN_FORMAT = "polc-refine-run/1"
 _ROUND = re.compile(r"^round_(\d{2,})$")
@@ -42,26 +43,6 @@ _ROUND = re.compile(r"^round_(\d{2,})$")
 
 class RunDirError(Exception):
     """The directory is not a run directory, or cannot be used as asked."""
-
-
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write `data` to `path` through a temporary file, fsync'd, then renamed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
