@@ -5,32 +5,12 @@ errors (a policy without noise, a directory holding a run, clashing settings).""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from polc.cli import main
-from polc.runtime import envs, toy
+from polc.runtime import toy
 from polc.runtime.table import read_table
-
-
-@pytest.fixture(autouse=True)
-def toy_env(monkeypatch):
-    monkeypatch.setitem(envs._REGISTRY, toy.NAME, toy.SPEC)
-
-
-@pytest.fixture
-def pol(tmp_path):
-    path = tmp_path / "reach.pol"
-    path.write_text(toy.reach_policy(kp=0.3, kd=0.1, std=0.3))
-    return str(path)
-
-
-def polc(capsys, *argv) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
+from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
 
 def rl(capsys, pol, out, *extra):
