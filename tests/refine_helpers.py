@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence, Union
 
+import pytest
+
 from polc.runtime import toy
 from polc.runtime.llm import Message, Reply, render
 from polc.runtime.refine.loop import Loop, load_task
@@ -145,3 +147,20 @@ def remembered_fits():
     patch = pytest.MonkeyPatch()
     patch.setattr(loop_module, "fit_program", fit_program)
     return patch
+
+
+# ---- fixtures shared by the loop tests (import them by name into a test module) ----
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    """A toy task folder, made once per test module."""
+    return make_task(tmp_path_factory.mktemp("toy") / "task")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fits_once():
+    """Fit each distinct structure once per module (`remembered_fits`), undone at its end."""
+    patch = remembered_fits()
+    yield
+    patch.undo()

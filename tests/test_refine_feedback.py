@@ -6,24 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from refine_helpers import ANALYSIS, FAST, STOP, make_task, remembered_fits, revise, run_loop, tokens
+from refine_helpers import fits_once, task  # noqa: F401  (module fixtures)
+from refine_helpers import ANALYSIS, FAST, STOP, revise, run_loop, tokens
 
 from polc.runtime.llm import render
 from polc.runtime.refine.context import table_csv
 from polc.runtime.refine.rundir import RunDir
 from polc.runtime.table import read_table
-
-
-@pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    return make_task(tmp_path_factory.mktemp("toy") / "task")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def fits_once():
-    patch = remembered_fits()
-    yield
-    patch.undo()
 
 
 @pytest.fixture(scope="module")

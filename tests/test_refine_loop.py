@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from refine_helpers import (ANALYSIS, BROKEN, CODE, FAST, GOOD, STOP, UNFITTABLE, make_task, pol, py,
-                            remembered_fits, revise, run_loop, tokens)
+from refine_helpers import fits_once, task  # noqa: F401  (module fixtures)
+from refine_helpers import (ANALYSIS, BROKEN, CODE, FAST, GOOD, STOP, UNFITTABLE, pol, py,
+                            revise, run_loop, tokens)
 
 from polc.runtime.llm import read_exchanges, render
 from polc.runtime.refine.rundir import RunDir
-
-
-@pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    return make_task(tmp_path_factory.mktemp("toy") / "task")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def fits_once():
-    patch = remembered_fits()
-    yield
-    patch.undo()
 
 
 def test_a_run_revises_then_stops_and_keeps_every_file(task, tmp_path):

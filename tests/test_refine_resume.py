@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from refine_helpers import (ANALYSIS, BROKEN, GOOD, STOP, Crash, FakeUI, make_task, pol, remembered_fits, revise,
+from refine_helpers import fits_once, task  # noqa: F401  (module fixtures)
+from refine_helpers import (ANALYSIS, BROKEN, GOOD, STOP, Crash, FakeUI, pol, revise,
                             run_loop)
 
 from polc.runtime.llm import read_exchanges
@@ -24,18 +25,6 @@ from polc.runtime.table import read_table
 ANSWERS = [ANALYSIS, revise(BROKEN), pol(GOOD), ANALYSIS, STOP]
 PHASES = ["fitting", "rollout", "evaluating", "built-in diagnostics", "LLM: writing analysis code",
           "sandbox", "LLM: choosing a move", "checking the revision"]
-
-
-@pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    return make_task(tmp_path_factory.mktemp("toy") / "task")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def fits_once():
-    patch = remembered_fits()
-    yield
-    patch.undo()
 
 
 @pytest.fixture(scope="module")
