@@ -190,7 +190,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def _rollout_config(args: argparse.Namespace, n: int, trace: bool):
     from .rollout import RolloutConfig
 
-    n_envs = args.n_envs if args.n_envs else min(n, os.cpu_count() or 1)
+    from .vector import default_n_envs
+
+    n_envs = args.n_envs if args.n_envs else default_n_envs(n)
     return RolloutConfig(n_envs=max(1, n_envs), sample=args.sample, noise_seed=args.noise_seed, trace=trace)
 
 
@@ -305,7 +307,7 @@ def _runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> No
     c.add_argument("file", nargs="?" if file_optional else None, help="the .pol policy")
     c.add_argument("--params", help="fitted params (default: the weights declared in the source)")
     c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
-    c.add_argument("--n-envs", type=int, default=0, help="environments run at once (default: one per core)")
+    c.add_argument("--n-envs", type=int, default=0, help="environments stepped together (default: every episode, up to 64)")
     c.add_argument("--sample", action="store_true", help="sample the policy's noise instead of acting on means")
     c.add_argument("--noise-seed", type=int, default=0, help="key of the sampled noise (with --sample)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

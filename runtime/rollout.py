@@ -18,9 +18,10 @@ key fold_in(fold_in(PRNGKey(noise_seed), seed), step), so an episode's data
 depend only on its seed and the policy, not on N or on which slot ran it.
 Finished episodes are handed over in episode order.
 
-With n_envs > 1 the environments run in spawned processes (AsyncVectorEnv;
-not forked, since the parent runs JAX's threads). Spawning re-imports the
-main module, so a script that rolls out several envs at once needs the usual
+The environments run in this process (SyncVectorEnv; measured faster here,
+see `polc.runtime.vector`). With `asynchronous=True` they run in spawned
+processes (AsyncVectorEnv; not forked, since the parent runs JAX's threads).
+Spawning re-imports the main module, so such a script needs the usual
 `if __name__ == "__main__":` guard (the `polc` command has it).
 """
 
@@ -45,7 +46,7 @@ class RolloutConfig:
     sample: bool = False               # sampled actions (the policy's noise) instead of the means
     noise_seed: int = 0                # the key of the sampled actions
     trace: bool = True                 # collect the step table of every episode
-    asynchronous: Optional[bool] = None  # AsyncVectorEnv (a process per env); default: n_envs > 1
+    asynchronous: Optional[bool] = None  # AsyncVectorEnv (a process per env); default: in-process
 
 
 class Episode(NamedTuple):
@@ -242,7 +243,7 @@ class Rollout:
         if not seeds:
             return RolloutResult(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
         if self._envs is None:
-            asynchronous = self.config.asynchronous if self.config.asynchronous is not None else self.n > 1
+            asynchronous = bool(self.config.asynchronous)
             self._envs = make_vector_env(self.spec, self.n, asynchronous)
         try:
             return _run(self._envs, self.n, seeds, self.layout, partial(self.step_fn, params), self.config,

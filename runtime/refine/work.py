@@ -7,7 +7,6 @@ the round state machine (loop.py) decides what happens next.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -31,7 +30,7 @@ class Settings:
     max_regenerations: int = 5       # a structure that cannot be fitted is replaced this many times
     max_tests: int = 2               # TEST moves per round before REVISE or STOP is required
     max_reply_retries: int = 3       # unusable replies sent back with the reason, per request
-    n_envs: int = 0                  # environments stepped at once; 0: one per core
+    n_envs: int = 0                  # environments stepped at once; 0: every episode (up to 64)
     analysis_cpu_seconds: int = 60
     analysis_wall_seconds: float = 120.0
     output_chars: int = 6000         # how much the analysis is asked to print ...
@@ -147,7 +146,9 @@ def fit_program(program: Any, demo: Any, settings: Settings) -> Fitted:
 def rollout_config(settings: Settings, n: int, trace: bool):
     from ..rollout import RolloutConfig
 
-    n_envs = settings.n_envs or min(n, os.cpu_count() or 1)
+    from ..vector import default_n_envs
+
+    n_envs = settings.n_envs or default_n_envs(n)
     return RolloutConfig(n_envs=max(1, min(n_envs, n)), trace=trace)
 
 

@@ -36,6 +36,7 @@ def cmd_rl(args: argparse.Namespace) -> int:
     from .checkpoint import exists
     from .collect import RLError, verify_stochastic
     from .train import PARAMS, RLConfig, train
+    from ..vector import default_n_envs
 
     spec = rc._env(args.env)
     policy = rc._policy(args.file)
@@ -54,7 +55,7 @@ def cmd_rl(args: argparse.Namespace) -> int:
     e = config.episodes_per_update
     resuming = args.resume and exists(args.output)
     if args.n_envs or not resuming:  # a resumed run keeps its own n_envs unless told otherwise
-        config = replace(config, n_envs=max(1, args.n_envs or min(e, os.cpu_count() or 1)))
+        config = replace(config, n_envs=max(1, args.n_envs or default_n_envs(e)))
     try:
         config.verify()
     except ValueError as err:
@@ -118,7 +119,7 @@ def register(sub: Any) -> None:
                    help="budget of training episodes (environment resets); stops before exceeding it")
     c.add_argument("-o", "--output", required=True, help="run directory: rl.params, log.json, curve.png, checkpoint")
     c.add_argument("--resume", action="store_true", help="continue the run in the output directory")
-    c.add_argument("--n-envs", type=int, default=0, help="environments run at once (default: one per core)")
+    c.add_argument("--n-envs", type=int, default=0, help="environments stepped together (default: an update's episodes, up to 64)")
     for flag, field, kind, text in OVERRIDES:
         c.add_argument(flag, dest=field, type=kind, default=None, help=text)
     c.add_argument("-q", "--quiet", action="store_true", help="no progress")

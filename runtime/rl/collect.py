@@ -133,7 +133,7 @@ class Collector:
         self.a_size = sum(s.size for s in self.actions)
         self.step_fn = _cached_step(policy, spec.schema)
         self.n_envs = max(1, n_envs)
-        self.asynchronous = self.n_envs > 1 if asynchronous is None else asynchronous
+        self.asynchronous = bool(asynchronous)  # in-process by default: measured faster (`polc.runtime.vector`)
         self._envs = None
         self._n = 0
 
