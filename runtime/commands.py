@@ -372,3 +372,7 @@ def register(sub: Any) -> None:
     from .rl.cli import register as add_rl  # polc rl: reinforcement learning from fitted params
 
     add_rl(sub)
+
+    from .experiment.cli import register as add_experiment  # polc experiment: Table 1 / Figure 5 in one command
+
+    add_experiment(sub)

@@ -1,0 +1,59 @@
+"""`polc experiment TASK [-o DIR] [--quick] [--llm SPEC]`.
+
+Exit codes as every runtime command: 0 done, 1 a step failed (what finished is
+kept; the same command continues), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from polc.cli import UsageError
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from .plan import FULL, QUICK, TASKS
+    from .report import RESULTS, TABLE, write_all
+    from .run import Experiment, ExperimentError
+
+    task = TASKS.get(args.task)
+    if task is None:
+        raise UsageError(f"polc: no experiment '{args.task}'; choose one of: {', '.join(TASKS)}.")
+    budget = QUICK if args.quick else FULL
+    out = Path(args.output or Path("results") / (task.name + ("-quick" if args.quick else "")))
+    command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] \
+        else f"polc experiment {task.name}" + (" --quick" if args.quick else "") + f" -o {out}"
+    try:
+        exp = Experiment(task, budget, str(out), llm=args.llm, progress=not args.quiet)
+        found = exp.run()
+    except ExperimentError as e:
+        print(f"polc: {e}.", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"polc: interrupted; finished steps are kept in {out}/steps (run the same command to continue).",
+              file=sys.stderr)
+        raise
+    write_all(out, task, budget, found["rows"], found["refinement"], exp.metric, exp.seeds, exp.seconds, command)
+    print((out / TABLE).read_text(encoding="utf-8"))
+    print(f"wrote {out / TABLE}, {out / RESULTS} and the plots in {out}", file=sys.stderr)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add `polc experiment` to the `polc` subcommands."""
+    from .. import commands as rc
+    from .plan import TASKS
+
+    c = sub.add_parser("experiment", help="the paper's Table 1 (car_racing) or Figure 5 (door), measured")
+    c.add_argument("task", help=f"which experiment: {', '.join(TASKS)}")
+    c.add_argument("-o", "--output", help="output directory (default results/TASK); rerun to continue it")
+    c.add_argument("--quick", action="store_true",
+                   help="a reduced run (3 seeds, 300-step episodes, tiny RL budgets) that exercises every step")
+    c.add_argument("--llm", help="refine with this model (e.g. gemini:gemini-2.5-flash) instead of the "
+                                 "bundled scripted session / the GEMINI_API_KEY default")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    c.set_defaults(func=rc._guard(cmd_experiment))

@@ -1,0 +1,97 @@
+"""What `polc experiment TASK` runs: the task's structures and conditions, and the
+budget (full, as the paper, or `--quick`).
+
+Car Racing is the paper's Table 1: the expert demonstration, then each structure
+(MLP, initial, refined) fitted by imitation learning (IL) and improved by RL with
+a low and a high budget of resets. The door is the paper's Figure 5: the expert,
+then the structure of every refinement round, fitted by IL (its initial
+structure's `grab` has no noise, so RL does not apply; the paper reports no RL
+for the door either).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Structure:
+    """A policy structure the experiment fits: `source` is a .pol path relative to
+    the task folder, or "refine" for the structure the refinement loop ends on."""
+
+    key: str    # file names and JSON keys: "mlp", "initial", "refined"
+    label: str  # as the table says it: "MLP", "Initial structure", "Refined structure"
+    source: str
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str        # the argument of `polc experiment`
+    env: str         # polc.runtime.envs name
+    folder: str      # the refinement task folder (task.md, demo, initial.pol, session/)
+    structures: tuple[Structure, ...]
+    rl: bool         # RL rows (low and high budget) for every structure
+    figure: str      # the paper's figure the per-round plot reproduces
+    threshold: Optional[float] = None  # "reached" line of the RL curves (Car Racing's 900: solved)
+
+
+TASKS = {
+    "car_racing": Task(
+        "car_racing", "car_racing", "examples/car_racing",
+        (Structure("mlp", "MLP", "mlp.pol"), Structure("initial", "Initial structure", "initial.pol"),
+         Structure("refined", "Refined structure", "refine")),
+        rl=True, figure="Figure 4", threshold=900.0),
+    "door": Task(
+        "door", "door", "examples/door",
+        (Structure("initial", "Initial structure", "initial.pol"),
+         Structure("refined", "Refined structure", "refine")),
+        rl=False, figure="Figure 5"),
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much the experiment runs. `FULL` is the paper's; `QUICK` exercises every
+    step end to end in about a minute (the test suite runs it)."""
+
+    seeds: int = 10                    # unseen evaluation seeds per row
+    low: int = 400                     # RL resets, low compute
+    high: int = 2000                   # RL resets, high compute
+    episodes_per_update: int = 20      # the paper's
+    max_steps: Optional[int] = None    # cut every episode (None: the environment's own limit)
+    restarts: int = 3                  # IL restarts
+    max_epochs: int = 2000             # IL epochs per restart
+    patience: int = 100                # IL early stopping
+    refine_quick: bool = False         # `polc refine --quick`
+    quick: bool = False
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+FULL = Budget()
+QUICK = Budget(seeds=3, low=8, high=16, episodes_per_update=4, max_steps=300, restarts=1, max_epochs=300,
+               patience=30, refine_quick=True, quick=True)
+
+
+@dataclass
+class Row:
+    """One line of the table: a structure at one stage, evaluated on the unseen seeds."""
+
+    method: str                 # "MLP + RL, 400 resets"
+    structure: str              # Structure.key, or "expert"
+    stage: str                  # "demo" | "IL" | "RL"
+    demos: int                  # demonstrations used
+    llm_calls: int
+    resets: int                 # training and refinement episodes (not evaluation)
+    mean: float                 # the metric with the policy's mean actions (the expert: its own actions)
+    std: float
+    sampled_mean: Optional[float] = None  # the metric with sampled actions (the policy's declared noise)
+    sampled_std: Optional[float] = None
+    per_seed: list = field(default_factory=list)
+    params: Optional[str] = None  # the params file, relative to the output directory
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)

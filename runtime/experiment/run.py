@@ -1,0 +1,334 @@
+"""Running an experiment: every condition of the task's table, each a cached step.
+
+    exp = Experiment(TASKS["car_racing"], FULL, "results/car_racing", llm=None)
+    result = exp.run()          # -> dict, also written as results.json
+
+The output directory holds every artefact a step produced:
+
+    steps/<step>.json           a finished step's numbers (written last, atomically)
+    refine/                     the `polc refine` run (its own run directory)
+    structures/<key>.pol        the structures that were fitted
+    fit/<key>.params            IL params
+    rl/<key>/                   the `polc rl` run of a structure; rl/<key>/low.params
+                                is the params after the low budget
+
+A step whose `steps/<step>.json` exists is not run again, so an interrupted
+experiment continues where it stopped (`polc experiment` with the same -o), and
+nothing already computed is lost. The budget is recorded in `experiment.json`;
+a rerun with another budget in the same directory is refused.
+
+Evaluation. Every row is scored on the same unseen seeds (the environment's first
+`budget.seeds` evaluation seeds) with the policy's MEAN actions, the table's main
+column, and again with SAMPLED actions (its declared noise, noise seed 0), shown
+beside it: RL trains the sampled policy, IL fits the mean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .plan import Budget, Row, Structure, Task
+
+
+class ExperimentError(Exception):
+    """The experiment cannot go on; the message says what failed and what is kept."""
+
+
+def write_json(path: Path, obj: Any) -> None:
+    from polc.files import write_atomic
+
+    write_atomic(str(path), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class Experiment:
+    """One task's experiment in `out` (see the module docstring)."""
+
+    def __init__(self, task: Task, budget: Budget, out: str, llm: Optional[str] = None,
+                 say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+                 progress: bool = True):
+        from .. import envs
+        from ..evaluate import eval_seeds
+        from ..refine.envspec import ShortEpisodes
+
+        self.task, self.budget, self.out, self.llm = task, budget, Path(out), llm
+        self.say, self.progress = say, progress
+        base = envs.get(task.env)
+        self.spec = ShortEpisodes(base, budget.max_steps) if budget.max_steps else base
+        self.metric = base.metric
+        self.seeds = eval_seeds(base, budget.seeds)
+        self.folder = task_folder(task)
+        self.demo = self._demo_path()
+        self.seconds: dict[str, float] = {}
+
+    # ---- steps --------------------------------------------------------------------------
+
+    def _step(self, name: str, what: str, compute: Callable[[], dict]) -> dict:
+        """The cached result of step `name`, computing (and saving) it if needed."""
+        path = self.out / "steps" / f"{name}.json"
+        if path.exists():
+            try:
+                done = read_json(path)
+                self.seconds[name] = done.get("seconds", 0.0)
+                return done
+            except (OSError, ValueError) as e:
+                self.say(f"polc: step '{name}' has an unreadable result ({e}); running it again.")
+        self.say(f"[{name}] {what}")
+        t = time.monotonic()
+        result = compute()
+        result["seconds"] = round(time.monotonic() - t, 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, result)
+        self.seconds[name] = result["seconds"]
+        self.say(f"[{name}] done in {result['seconds']:.0f} s")
+        return result
+
+    def _demo_path(self) -> Path:
+        from ..refine.loop import TaskError, load_task
+
+        try:
+            return Path(load_task(str(self.folder), self.task.env).demo)
+        except TaskError as e:
+            raise ExperimentError(str(e)) from None
+
+    # ---- the plan -----------------------------------------------------------------------
+
+    def run(self) -> dict:
+        """Every step in order; the results (also written to results.json etc. by `report`)."""
+        self._claim()
+        rows = [self._expert_row()]
+        refinement = self._refine()
+        for s in self.task.structures:
+            rows.extend(self._structure_rows(s, refinement))
+        return {"rows": rows, "refinement": refinement}
+
+    def _claim(self) -> None:
+        """Record the budget; refuse a directory that holds another experiment."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / "experiment.json"
+        mine = {"task": self.task.name, "env": self.task.env, "budget": self.budget.to_json(), "llm": self.llm}
+        if path.exists():
+            theirs = read_json(path)
+            if theirs != mine:
+                raise ExperimentError(
+                    f"'{self.out}' holds another experiment ({theirs.get('task')}, budget "
+                    f"{'quick' if theirs.get('budget', {}).get('quick') else 'full'}, llm {theirs.get('llm')}); "
+                    f"continue it with the same settings or choose another -o")
+            self.say(f"continuing the experiment in {self.out} (finished steps are kept)")
+        else:
+            write_json(path, mine)
+
+    # ---- rows -----------------------------------------------------------------------------
+
+    def _expert_row(self) -> Row:
+        from ..evaluate import evaluate_expert
+
+        def compute() -> dict:
+            ev = evaluate_expert(self.spec, self.seeds)
+            return {"eval": _scores(ev)}
+
+        r = self._step("expert", f"the expert on {len(self.seeds)} unseen seeds", compute)
+        return Row("Expert demonstration", "expert", "demo", 0, 0, 0, *_ms(r["eval"]), per_seed=r["eval"]["values"],
+                   note="the scripted/privileged expert that made the demonstration")
+
+    def _refine(self) -> dict:
+        """Run (or continue) `polc refine` on the task folder; its summary, digested."""
+        if not any(s.source == "refine" for s in self.task.structures):
+            return {}
+
+        def compute() -> dict:
+            from polc.cli import main as polc
+
+            run = self.out / "refine"
+            if (run / "run.json").exists():
+                argv = ["refine", "--resume", str(run)]
+            else:
+                argv = ["refine", str(self.folder), "-o", str(run)]
+                argv += ["--quick"] if self.budget.refine_quick else []
+                argv += ["--llm", self.llm] if self.llm else []
+            code = polc(argv)
+            if code != 0:
+                raise ExperimentError(f"`polc {' '.join(argv)}` failed (exit {code}); its run directory {run} is "
+                                      f"kept: fix the cause and run the experiment again to continue it")
+            return digest_refinement(run, self.metric)
+
+        return self._step("refine", f"the refinement loop on {self.folder}", compute)
+
+    def _structure_rows(self, s: Structure, refinement: dict) -> list[Row]:
+        calls = refinement.get("llm_calls", 0) if s.source == "refine" else 0
+        resets0 = refinement.get("resets", 0) if s.source == "refine" else 0
+        params = self._fitted(s, refinement)
+        il = self._evaluated(f"eval-{s.key}-il", s, params)
+        rows = [Row(f"{s.label} + IL", s.key, "IL", 1, calls, resets0, *_ms(il["mean"]), *_ms(il["sampled"]),
+                    per_seed=il["mean"]["values"], params=params)]
+        if not self.task.rl:
+            return rows
+        for label, budget in (("low", self.budget.low), ("high", self.budget.high)):
+            rl = self._rl(s, params, label, budget)
+            ev = self._evaluated(f"eval-{s.key}-rl-{label}", s, rl["params"])
+            rows.append(Row(f"{s.label} + RL, {label} ({budget} resets)", s.key, "RL", 1, calls, resets0 + rl["resets"],
+                            *_ms(ev["mean"]), *_ms(ev["sampled"]), per_seed=ev["mean"]["values"],
+                            params=rl["params"], note=rl["reached"]))
+        return rows
+
+    def _structure_file(self, s: Structure, refinement: dict) -> Path:
+        """The structure's .pol, copied into the output directory (what was fitted is kept)."""
+        dest = self.out / "structures" / f"{s.key}.pol"
+        if not dest.exists():
+            src = Path(refinement["final_policy"]) if s.source == "refine" else self.folder / s.source
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+        return dest
+
+    def _policy(self, s: Structure):
+        import polc
+
+        return polc.load(str(self.out / "structures" / f"{s.key}.pol")).compile()
+
+    def _fitted(self, s: Structure, refinement: dict) -> str:
+        """IL params of `s` (relative to the output directory). The refined structure's are
+        the refinement loop's own fit of its final round."""
+        path = self._structure_file(s, refinement)
+
+        def compute() -> dict:
+            from ..params import save_params
+
+            dest = self.out / "fit" / f"{s.key}.params"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if s.source == "refine":
+                shutil.copyfile(refinement["final_params"], dest)
+                return {"params": str(dest.relative_to(self.out)), "from": refinement["final_params"]}
+            from ..fit import FitConfig, fit, load_demos
+            from ..table import read_table
+
+            policy = self._policy(s)
+            b = self.budget
+            config = FitConfig(restarts=b.restarts, max_epochs=b.max_epochs, patience=b.patience)
+            result = fit(policy, load_demos(read_table(str(self.demo)), policy.program), config,
+                         progress=self.progress)
+            save_params(str(dest), policy, result.params, result.info(demos=str(self.demo)))
+            return {"params": str(dest.relative_to(self.out)), "fit": result.info()}
+
+        return self._step(f"fit-{s.key}", f"imitation learning: {path.name} on {self.demo}", compute)["params"]
+
+    def _evaluated(self, name: str, s: Structure, params_file: str) -> dict:
+        def compute() -> dict:
+            from ..evaluate import evaluate
+            from ..params import load_params
+            from ..rollout import RolloutConfig
+            from ..vector import default_n_envs
+
+            policy = self._policy(s)
+            params = load_params(str(self.out / params_file), policy)
+            n = default_n_envs(len(self.seeds))
+            mean = evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n))
+            sampled = None
+            if all(a.std is not None for a in policy.program.actions):
+                sampled = _scores(evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n, sample=True)))
+            return {"params": params_file, "mean": _scores(mean), "sampled": sampled}
+
+        return self._step(name, f"evaluating {s.key} ({params_file}) on {len(self.seeds)} unseen seeds", compute)
+
+    def _rl(self, s: Structure, params_file: str, label: str, resets: int) -> dict:
+        """RL of `s` from its IL params up to `resets`; the low budget's params are kept
+        as rl/<key>/low.params and the high budget continues the same run."""
+        def compute() -> dict:
+            from ..params import load_params
+            from ..rl.train import PARAMS, RLConfig, train
+            from ..vector import default_n_envs
+
+            policy = self._policy(s)
+            start = load_params(str(self.out / params_file), policy)
+            e = self.budget.episodes_per_update
+            config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e))
+            directory = self.out / "rl" / s.key
+            result = train(policy, start, self.spec, config, str(directory), resume=True,
+                           start={"file": params_file}, progress=self.progress)
+            dest = directory / f"{label}.params"
+            shutil.copyfile(directory / PARAMS, dest)
+            log = result.log["log"]
+            return {"params": str(dest.relative_to(self.out)), "resets": result.log["resets"],
+                    "reached": _reached(log, self.task.threshold),
+                    "first_reached": _first_reached(log, self.task.threshold)}
+
+        return self._step(f"rl-{s.key}-{label}", f"RL of {s.key} to {resets} resets", compute)
+
+
+def task_folder(task: Task) -> Path:
+    """The task's folder: relative to the working directory, else to the checkout
+    polc runs from (the examples are not installed with the package)."""
+    here = Path(task.folder)
+    if here.exists():
+        return here
+    import polc
+
+    checkout = Path(polc.__file__).resolve().parents[1] / task.folder
+    return checkout if checkout.exists() else here
+
+
+def _scores(ev) -> dict:
+    """An EvalResult as JSON: the metric per seed, its mean and std, and the returns."""
+    import numpy as np
+
+    values = np.asarray(ev.values, float)
+    return {"seeds": [int(x) for x in ev.seeds], "values": [round(float(v), 4) for v in values],
+            "mean": round(float(values.mean()), 4), "std": round(float(values.std()), 4),
+            "returns": [round(float(r), 2) for r in ev.returns]}
+
+
+def _ms(scores: Optional[dict]) -> tuple[Optional[float], Optional[float]]:
+    return (None, None) if scores is None else (scores["mean"], scores["std"])
+
+
+def _first_reached(log: list, threshold: Optional[float]) -> Optional[int]:
+    """Resets at the first update whose training episodes averaged at least `threshold`."""
+    if threshold is None:
+        return None
+    return next((r["resets"] for r in log if r["return_mean"] >= threshold), None)
+
+
+def _reached(log: list, threshold: Optional[float]) -> str:
+    first = _first_reached(log, threshold)
+    if threshold is None:
+        return ""
+    if first is None:
+        return f"training return did not reach {threshold:g}"
+    return f"training return first reached {threshold:g} after {first} resets"
+
+
+def digest_refinement(run: Path, metric: Any) -> dict:
+    """What the experiment needs from a `polc refine` run directory: the final structure
+    and its params, LLM calls and resets, and the metric per round."""
+    summary = read_json(run / "summary.json")
+    rounds = [r for r in summary.get("rounds", []) if r.get("eval")]
+    if not rounds:
+        raise ExperimentError(f"the refinement run {run} evaluated no round; see {run}/summary.json")
+    last = rounds[-1]["round"]
+    final = run / f"round_{last:02d}"
+    for name in ("policy.pol", "params.json"):
+        if not (final / name).exists():
+            raise ExperimentError(f"the refinement run's last evaluated round has no {name} ({final})")
+    totals = summary.get("totals", {})
+    return {
+        "run": str(run), "llm": summary.get("llm"), "scripted": bool(summary.get("scripted")),
+        "notice": summary.get("notice"), "status": summary.get("status"),
+        "llm_calls": int(totals.get("llm_calls", 0)), "resets": int(totals.get("resets", 0)),
+        "final_round": last, "final_policy": str(final / "policy.pol"), "final_params": str(final / "params.json"),
+        "rounds": [{"round": r["round"], "mean": r["eval"]["mean"], "std": r["eval"]["std"],
+                    "seeds": r["eval"].get("seeds"), "move": (r.get("move") or {}).get("kind"),
+                    "structure_sha256": r.get("structure_sha256")} for r in rounds],
+        "metric": metric.key,
+    }
+
+
+__all__ = ["Experiment", "ExperimentError", "digest_refinement", "read_json", "write_json"]
