@@ -3,50 +3,29 @@ update's training episodes against the resets used so far."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Optional, Sequence
 
 
 def plot_curve(path: str, records: Sequence[dict], title: str, solved: Optional[float] = None) -> None:
     """Write the curve of `records` (the log's per-update entries) to `path`, atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..plot import save_png
 
     x = np.asarray([r["resets"] for r in records], float)
     mean = np.asarray([r["return_mean"] for r in records], float)
     std = np.asarray([r["return_std"] for r in records], float)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    try:
-        ax.fill_between(x, mean - std, mean + std, alpha=0.25, label="± std over the update's episodes")
-        ax.plot(x, mean, marker="o", markersize=3, label="mean return (sampled actions)")
-        if solved is not None:
-            ax.axhline(solved, color="grey", linestyle="--", linewidth=1, label=f"solved ({solved:g})")
-        ax.set_xlabel("resets (training episodes)")
-        ax.set_ylabel("return")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
-        fig.tight_layout()
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-        os.close(fd)
-        try:
-            fig.savefig(tmp, format="png")
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    finally:
-        plt.close(fig)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    fig = Figure(figsize=(7, 4), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    ax.fill_between(x, mean - std, mean + std, alpha=0.25, label="± std over the update's episodes")
+    ax.plot(x, mean, marker="o", markersize=3, label="mean return (sampled actions)")
+    if solved is not None:
+        ax.axhline(solved, color="grey", linestyle="--", linewidth=1, label=f"solved ({solved:g})")
+    ax.set_xlabel("resets (training episodes)")
+    ax.set_ylabel("return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    save_png(FigureCanvasAgg(fig), path)

@@ -63,6 +63,7 @@ class RLConfig:
     seeds_per_update: int = 1         # groups per update: episodes of a group share an env seed
     seed: int = 0                     # the noise of the sampled actions
     n_envs: int = 1                   # environments stepped together (the same episodes up to float rounding)
+    asynchronous: bool = False        # step them in worker processes (slower for Car Racing: `polc.runtime.vector`)
 
     # What a resumed run may change. Not n_envs: the batch size of the policy call
     # changes its float rounding, and a bit-for-bit resume needs the same calls.
@@ -193,7 +194,7 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
     threshold = _threshold(spec)
     session = time.perf_counter()
     base = jax.random.PRNGKey(config.seed)
-    with Collector(policy, spec, config.n_envs) as collector, _progress(progress, config, state) as bar:
+    with Collector(policy, spec, config.n_envs, config.asynchronous) as collector, _progress(progress, config, state) as bar:
         while state.resets + config.episodes_per_update <= config.resets:
             t0 = time.perf_counter()
             seeds, groups = training_seeds(spec, config, state.updates)

@@ -1,0 +1,127 @@
+"""RL on Car Racing: wall time per 100 resets with one environment, with every
+episode of an update stepped together in this process (the default), and with
+worker processes; and each update's split between rollout and gradient.
+
+    .venv/bin/python benchmarks/bench_rl.py [--reps 3] [--updates 1] [--json FILE]
+    .venv/bin/python benchmarks/bench_rl.py --experiment results/car_racing   # resets to reach 900
+
+Timing: the structure is `examples/car_racing/initial.pol` fitted to the bundled
+demonstration (fitted once, first). Each repetition runs `--updates` updates of 20
+episodes (the paper's) for every candidate, interleaved in a rotating order so
+drift on a shared machine hits all alike; a candidate's figure is the median over
+repetitions of its seconds per 100 resets, from `polc.runtime.rl.train`'s own
+per-update record (`collect_s` rollout, `update_s` gradient). The first update of
+each candidate (compilation, environment start-up) is run once before timing and
+not counted. Nothing here asserts a time.
+
+`--experiment DIR` reads a finished `polc experiment car_racing -o DIR` and prints
+the resets each structure needed before its training return first reached 900
+(refinement resets included for the refined structure), the paper's 404 / 2000 /
+not reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY = ROOT / "examples" / "car_racing" / "initial.pol"
+DEMO = ROOT / "examples" / "car_racing" / "demo.parquet"
+CANDIDATES = {  # name -> (n_envs, asynchronous)
+    "1 env": (1, False),
+    "20 envs, one process (default)": (20, False),
+    "2 envs, worker processes": (2, True),
+}
+
+
+def fitted(policy):
+    from polc.runtime.fit import FitConfig, fit, load_demos
+    from polc.runtime.table import read_table
+
+    return fit(policy, load_demos(read_table(str(DEMO)), policy.program), FitConfig(restarts=1)).params
+
+
+def run_updates(policy, params, spec, n_envs: int, asynchronous: bool, updates: int) -> list[dict]:
+    """`updates` timed updates after one untimed warm-up update; their log records."""
+    from polc.runtime.rl import train as rl
+
+    config = rl.RLConfig(resets=20 * (updates + 1), n_envs=n_envs, asynchronous=asynchronous)
+    with tempfile.TemporaryDirectory() as d:
+        log = rl.train(policy, params, spec, config, d).log["log"]
+    return log[1:]
+
+
+def timing(args) -> dict:
+    import polc
+    from polc.runtime import envs
+
+    policy = polc.load(str(POLICY)).compile()
+    params = fitted(policy)
+    spec = envs.get("car_racing")
+    names = list(CANDIDATES)
+    per100 = {n: [] for n in names}
+    split = {n: [] for n in names}
+    for rep in range(args.reps):
+        order = names[rep % len(names):] + names[:rep % len(names)]
+        for name in order:
+            n_envs, asynchronous = CANDIDATES[name]
+            log = run_updates(policy, params, spec, n_envs, asynchronous, args.updates)
+            rollout = sum(r["collect_s"] for r in log)
+            gradient = sum(r["update_s"] for r in log)
+            resets = 20 * len(log)
+            per100[name].append(100.0 * (rollout + gradient) / resets)
+            split[name].append((rollout, gradient))
+            print(f"  rep {rep + 1} {name:32s} {per100[name][-1]:7.1f} s per 100 resets "
+                  f"(rollout {rollout:.1f} s, gradient {gradient:.2f} s)", file=sys.stderr, flush=True)
+    med = {n: statistics.median(v) for n, v in per100.items()}
+    base = med["20 envs, one process (default)"]
+    print(f"\nRL on Car Racing ({POLICY.name}, fitted), {args.updates} update(s) of 20 episodes per repetition, "
+          f"median of {args.reps}:")
+    print(f"{'candidate':34s} {'s / 100 resets':>15s} {'x default':>10s} {'rollout share':>14s}")
+    out = {}
+    for n in names:
+        r = statistics.median(s[0] for s in split[n])
+        g = statistics.median(s[1] for s in split[n])
+        print(f"{n:34s} {med[n]:15.1f} {med[n] / base:10.2f} {r / (r + g):14.1%}")
+        out[n] = {"seconds_per_100_resets": med[n], "ratio_to_default": med[n] / base,
+                  "rollout_s": r, "gradient_s": g, "all": per100[n]}
+    return out
+
+
+def resets_to_900(directory: str) -> dict:
+    results = json.loads((Path(directory) / "results.json").read_text())
+    refine_resets = results["refinement"].get("resets", 0)
+    out = {}
+    print(f"Resets until the training return first reached 900 ({directory}):")
+    for key in ("refined", "initial", "mlp"):
+        step = Path(directory) / "steps" / f"rl-{key}-high.json"
+        if not step.exists():
+            continue
+        first = json.loads(step.read_text()).get("first_reached")
+        total = None if first is None else first + (refine_resets if key == "refined" else 0)
+        out[key] = total
+        budget = results["budget"]["high"]
+        print(f"  {key:8s} {'not reached in %d' % budget if total is None else total}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--updates", type=int, default=1, help="timed updates per candidate and repetition")
+    ap.add_argument("--experiment", help="a finished `polc experiment car_racing` directory")
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args(argv)
+    result = resets_to_900(args.experiment) if args.experiment else timing(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""`polc experiment`: the paper's Table 1 from one command (`--quick` end to end),
+its accounting of LLM calls and resets, caching and resuming, and its refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from polc.cli import main as polc
+from polc.runtime.envs.metric import RETURN, Metric
+from polc.runtime.experiment import QUICK, TASKS, Experiment, ExperimentError, Row
+from polc.runtime.experiment.report import markdown
+from polc.runtime.experiment.run import _first_reached, digest_refinement
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ["Expert demonstration", "MLP + IL", "MLP + RL, low (8 resets)", "MLP + RL, high (16 resets)",
+           "Initial structure + IL", "Initial structure + RL, low (8 resets)",
+           "Initial structure + RL, high (16 resets)", "Refined structure + IL",
+           "Refined structure + RL, low (8 resets)", "Refined structure + RL, high (16 resets)"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("experiment") / "car_racing"
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code = polc(["experiment", "car_racing", "--quick", "-q", "-o", str(out)])
+    finally:
+        os.chdir(cwd)
+    assert code == 0
+    return out
+
+
+@pytest.mark.slow
+def test_quick_car_racing_writes_every_row_of_table_1(quick_run):
+    results = json.loads((quick_run / "results.json").read_text())
+    rows = results["rows"]
+    assert [r["method"] for r in rows] == METHODS
+    for r in rows:
+        assert len(r["per_seed"]) == QUICK.seeds
+        assert r["mean"] == pytest.approx(sum(r["per_seed"]) / QUICK.seeds, abs=1e-3)
+        if r["stage"] != "demo":  # every policy row is scored with sampled actions too (all declare noise)
+            assert r["sampled_mean"] is not None
+    table = (quick_run / "table.md").read_text()
+    for m in METHODS:
+        assert f"| {m} |" in table
+    assert "SCRIPTED" in table and "--quick" in table
+    assert (quick_run / "rounds.png").read_bytes().startswith(PNG)
+    assert (quick_run / "rl_curves.png").read_bytes().startswith(PNG)
+
+
+@pytest.mark.slow
+def test_quick_car_racing_counts_llm_calls_and_resets_as_the_paper(quick_run):
+    results = json.loads((quick_run / "results.json").read_text())
+    summary = json.loads((quick_run / "refine" / "summary.json").read_text())
+    ref = results["refinement"]
+    assert ref["scripted"] and ref["llm_calls"] == summary["totals"]["llm_calls"] > 0
+    assert ref["resets"] == summary["totals"]["resets"] > 0
+    by = {r["method"]: r for r in results["rows"]}
+    assert by["MLP + IL"]["resets"] == 0 and by["MLP + IL"]["llm_calls"] == 0
+    assert by["MLP + RL, high (16 resets)"]["resets"] == 16
+    assert by["Refined structure + IL"]["resets"] == ref["resets"]
+    assert by["Refined structure + RL, low (8 resets)"]["resets"] == ref["resets"] + 8
+    assert by["Refined structure + RL, high (16 resets)"]["llm_calls"] == ref["llm_calls"]
+    # the refined structure is the refinement's last round, fitted by the loop itself
+    last = ref["rounds"][-1]
+    assert ref["final_round"] == last["round"]
+    assert (quick_run / "structures" / "refined.pol").read_text() == Path(ref["final_policy"]).read_text()
+    # the high budget continued the low budget's run: one log, 16 resets of 4 episodes
+    log = json.loads((quick_run / "rl" / "initial" / "log.json").read_text())
+    assert [u["resets"] for u in log["log"]] == [4, 8, 12, 16]
+
+
+@pytest.mark.slow
+def test_rerunning_a_finished_experiment_reuses_every_step(quick_run, capsys):
+    steps = sorted((quick_run / "steps").iterdir())
+    before = {p.name: p.stat().st_mtime_ns for p in steps}
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        assert polc(["experiment", "car_racing", "--quick", "-q", "-o", str(quick_run)]) == 0
+    finally:
+        os.chdir(cwd)
+    err = capsys.readouterr().err
+    assert "continuing the experiment" in err and "] done in" not in err
+    assert {p.name: p.stat().st_mtime_ns for p in sorted((quick_run / "steps").iterdir())} == before
+
+
+def test_a_directory_holding_another_experiment_is_refused(tmp_path, capsys):
+    (tmp_path / "experiment.json").write_text(json.dumps({"task": "door", "budget": {"quick": False}}))
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code = polc(["experiment", "car_racing", "--quick", "-q", "-o", str(tmp_path)])
+    finally:
+        os.chdir(cwd)
+    assert code == 1
+    assert "holds another experiment (door, budget full" in capsys.readouterr().err
+
+
+def test_an_unknown_experiment_is_a_usage_error(capsys):
+    assert polc(["experiment", "lunar_lander", "-o", "/nonexistent"]) == 2
+    assert "no experiment 'lunar_lander'; choose one of: car_racing, door" in capsys.readouterr().err
+
+
+def test_a_finished_step_is_kept_when_a_later_one_fails(tmp_path):
+    exp = Experiment(TASKS["car_racing"], QUICK, str(tmp_path), say=lambda s: None)
+    calls = []
+    first = exp._step("one", "first", lambda: calls.append(1) or {"value": 1})
+
+    def broken():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        exp._step("two", "second", broken)
+    again = Experiment(TASKS["car_racing"], QUICK, str(tmp_path), say=lambda s: None)
+    assert again._step("one", "first", lambda: calls.append(2) or {"value": 2}) == first
+    assert calls == [1] and not (tmp_path / "steps" / "two.json").exists()
+
+
+def test_a_refinement_run_without_an_evaluated_round_is_a_clear_error(tmp_path):
+    (tmp_path / "summary.json").write_text(json.dumps({"rounds": [{"round": 0}], "totals": {}}))
+    with pytest.raises(ExperimentError, match="evaluated no round"):
+        digest_refinement(tmp_path, RETURN)
+
+
+def test_resets_to_a_threshold_is_the_first_update_reaching_it():
+    log = [{"resets": 20, "return_mean": 850.0}, {"resets": 40, "return_mean": 905.0},
+           {"resets": 60, "return_mean": 880.0}]
+    assert _first_reached(log, 900.0) == 40
+    assert _first_reached(log, 950.0) is None
+    assert _first_reached(log, None) is None
+
+
+def test_a_distance_metric_is_printed_with_its_unit_direction_and_four_decimals():
+    door = Metric("min handle-to-target distance", "min_handle_to_target", False, "metres", unit="m", reduce="min")
+    rows = [Row("Expert demonstration", "expert", "demo", 0, 0, 0, 0.0223, 0.0),
+            Row("Initial structure + IL", "initial", "IL", 1, 0, 0, 0.54137, 0.00571)]
+    text = markdown(TASKS["door"], QUICK, rows, {}, door, [10000, 10001, 10002], 75.0, "polc experiment door")
+    assert "| Min handle-to-target distance (m), mean actions |" in text
+    assert "| Initial structure + IL | 1 | 0 | 0 | 0.5414 ± 0.0057 | - |" in text
+    assert "| Expert demonstration | - | - | - | 0.0223 ± 0.0000 | - |" in text
+    assert "lower is better" in text and "Wall time 0:01:15" in text
