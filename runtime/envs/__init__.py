@@ -8,7 +8,9 @@
 
 Importing this package registers every environment with gymnasium
 ("car_racing" is `gymnasium.make("polc/CarRacing-v0")`, "door" is
-`gymnasium.make("polc/DoorOpen-v0")`, Meta-World door-open-v3).
+`gymnasium.make("polc/DoorOpen-v0")`, Meta-World door-open-v3; "door_mjx" is
+`gymnasium.make("polc/DoorMJX-v0")`, polc's own MJX door scene stepped by C
+MuJoCo, whose MJX twin `door_mjx.DoorMJX` is a brax Env for `polc rl --engine brax`).
 
 Seed policy: demonstrations come from `spec.demo_seeds` (0..999) and evaluation
 from `spec.eval_seeds` (10_000 upward), so a policy is never evaluated on a
@@ -25,6 +27,7 @@ import numpy as np
 
 from .car_racing import CAR_RACING
 from .door import DOOR, DOOR_METRIC, MAX_STEPS as _DOOR_STEPS
+from .door_mjx_scene import DOOR_MJX, DOOR_MJX_METRIC, MAX_STEPS as _DOOR_MJX_STEPS
 from .metric import RETURN, Metric
 from .schema import EnvSchema, Field, check_program_against
 
@@ -76,11 +79,18 @@ def _door_expert(env: gym.Env) -> Expert:
     return DoorExpert()
 
 
+def _door_mjx_expert(env: gym.Env) -> Expert:
+    from .door_mjx_gym import DoorMJXExpert
+
+    return DoorMJXExpert()
+
+
 _CAR_RACING_STEPS = 1000  # gymnasium's CarRacing-v3 TimeLimit; the return depends on it
 
 _REGISTRY: dict[str, EnvSpec] = {
     "car_racing": EnvSpec(CAR_RACING, _CAR_RACING_STEPS, _car_racing_expert),
     "door": EnvSpec(DOOR, _DOOR_STEPS, _door_expert, metric=DOOR_METRIC),
+    "door_mjx": EnvSpec(DOOR_MJX, _DOOR_MJX_STEPS, _door_mjx_expert, metric=DOOR_MJX_METRIC),
 }
 
 if CAR_RACING.env_id not in gym.registry:
@@ -93,6 +103,10 @@ if CAR_RACING.env_id not in gym.registry:
 if DOOR.env_id not in gym.registry:  # metaworld's 500-step horizon; the metric is over these steps
     gym.register(id=DOOR.env_id, entry_point="polc.runtime.envs.door:SemanticDoorOpen",
                  max_episode_steps=_DOOR_STEPS, disable_env_checker=True)
+
+if DOOR_MJX.env_id not in gym.registry:
+    gym.register(id=DOOR_MJX.env_id, entry_point="polc.runtime.envs.door_mjx_gym:DoorMJXGym",
+                 max_episode_steps=_DOOR_MJX_STEPS, disable_env_checker=True)
 
 
 def names() -> list[str]:
