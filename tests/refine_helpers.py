@@ -3,7 +3,11 @@ fit and roll out), fast settings, an in-process fake model, and a UI that can cr
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, Sequence, Union
 
@@ -111,7 +115,7 @@ class FakeUI:
     def notice(self, text: str) -> None:
         self.notices.append(text)
 
-    def round_done(self, m: dict, settings) -> None:
+    def round_done(self, m: dict, settings, metric=None) -> None:
         pass
 
 
@@ -164,3 +168,31 @@ def fits_once():
     patch = remembered_fits()
     yield
     patch.undo()
+
+
+# ---- the bundled scripted sessions, end to end ----
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def replay_bundled_session(task: str, run: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`polc refine examples/TASK -o RUN EXTRA...` with no API key in the environment, as a user
+    runs it (the bundled session plays back); the process and its summary.json, after
+    checking what every scripted run must show: it succeeded, says plainly at its start and
+    in its summary that the replies are a scripted recording, prints the table, and reports
+    every prompt difference from the recording (none silently)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    proc = subprocess.run([sys.executable, "-m", "polc.cli", "refine", f"examples/{task}", "-o", str(run), *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    head = proc.stderr.splitlines()[:8]
+    assert any("SCRIPTED RECORDING" in line for line in head), head
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scripted"] and "SCRIPTED RECORDING" in summary["notice"]
+    assert "set GEMINI_API_KEY" in summary["notice"]
+    mismatches = summary["totals"]["prompt_mismatches"]
+    assert mismatches == len(list(run.glob("round_*/prompt-mismatch-*.diff")))
+    assert proc.stderr.count("differs from the scripted recording") == mismatches
+    assert "total" in proc.stdout and "SCRIPTED RECORDING" in proc.stdout
+    assert (run / "returns.png").is_file() and (run / "latents.png").is_file()
+    return proc, summary

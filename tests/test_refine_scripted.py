@@ -4,9 +4,6 @@ difference, and the bundled Car Racing session end to end with --quick."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from polc.runtime.llm import LLMError, Message, ReplayBackend, ReplayMismatch, a
 from polc.runtime.refine.converse import Caller
 from polc.runtime.refine.scripted import (DEFAULT_MODEL, ManualBackend, ScriptedBackend, WaitingForReply,
                                           choose)
+from refine_helpers import replay_bundled_session
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,25 +94,15 @@ def test_the_scripted_session_refuses_another_feedback_mode(no_key, tmp_path, ca
 @pytest.mark.slow
 def test_the_bundled_session_end_to_end_quick(tmp_path):
     """The README's main command, with --quick: real analyses, checks, fits, rollouts, evaluation."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
     run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "polc.cli", "refine", "examples/car_racing", "--quick", "-o", str(run)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    head = proc.stderr.splitlines()[:8]
-    assert any("SCRIPTED RECORDING" in line for line in head), head
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["scripted"] and "SCRIPTED RECORDING" in summary["notice"]
-    assert "set GEMINI_API_KEY" in summary["notice"]
+    proc, summary = replay_bundled_session("car_racing", run, "--quick")
     rounds = summary["rounds"]
     assert [m["round"] for m in rounds] == [0, 1, 2] and rounds[-1]["final"]
     assert [m["move"]["kind"] for m in rounds[:2]] == ["REVISE", "REVISE"]
     assert rounds[1]["llm"]["repairs"] == 1 and rounds[1]["tests"] == 1
     assert all(len(m["eval"]["returns"]) == 3 for m in rounds)
-    # quick settings change the prompts: every difference is reported, none silently
-    mismatches = summary["totals"]["prompt_mismatches"]
-    assert mismatches == len(list(run.glob("round_*/prompt-mismatch-*.diff"))) > 0
-    assert proc.stderr.count("differs from the scripted recording") == mismatches
-    assert "total" in proc.stdout and "SCRIPTED RECORDING" in proc.stdout
-    assert (run / "returns.png").is_file() and (run / "latents.png").is_file()
+    assert all(m["eval"]["metric"] == "return" and m["eval"]["scores"] == m["eval"]["returns"] for m in rounds)
+    assert "return (mean ± std)" in proc.stdout
+    # quick settings change the prompts: every difference is reported (replay_bundled_session), none silently
+    assert summary["totals"]["prompt_mismatches"] > 0
     assert len((run / "exchanges.jsonl").read_text().splitlines()) == 6

@@ -154,8 +154,9 @@ def _after_round(run: Any, loop: Any, notice: Any) -> None:
     from .report import figure_returns, write_summary
 
     status = loop.history[-1].get("end") or "running"
-    write_summary(run, loop.history, status, notice)
-    figure_returns(loop.history, str(run.path / "returns.png"), f"{run.path.name}: return per round")
+    write_summary(run, loop.history, status, notice, loop.metric)
+    figure_returns(loop.history, str(run.path / "returns.png"), f"{run.path.name}: {loop.metric.name} per round",
+                   loop.metric)
 
 
 def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
@@ -163,7 +164,7 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
     from .report import figure_latents, table_text, write_summary
 
     history = loop.history
-    write_summary(run, history, status, notice)
+    write_summary(run, history, status, notice, loop.metric)
     traced = [m["round"] for m in history if (run.round_dir(m["round"]) / "trace.parquet").is_file()]
     figures = [run.path / "returns.png"]
     if traced:
@@ -173,7 +174,7 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
                               str(run.path / "latents.png"), task.latents or None)
         if made:
             figures.append(Path(made))
-    print(table_text(history))
+    print(table_text(history, loop.metric))
     print(f"\nrun ended: {status}")
     print(f"wrote {run.path / 'summary.json'}, " + ", ".join(str(f) for f in figures if f.exists()))
     if notice:

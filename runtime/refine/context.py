@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -76,21 +76,37 @@ def _format_column(values: np.ndarray, digits: int) -> list[list[str]]:
     return [[f"{v:.{digits}g}" for v in row] for row in values.astype(np.float64)]
 
 
-def returns_text(seeds: Sequence[int], returns: Sequence[float]) -> str:
-    """`return 938.1 on seed 1, 255.0 on seed 2`."""
-    return "return " + ", ".join(f"{r:.1f} on seed {s}" for s, r in zip(seeds, returns))
+def array_example(columns: dict) -> str:
+    """How to turn the trace's first array column into an array, as the analysis request
+    shows it: `np.stack(df["obs.tiles"].to_numpy()).reshape(-1, 12, 4)`."""
+    for name, c in columns.items():
+        if c.shape:
+            return f'`np.stack(df["{name}"].to_numpy()).reshape(-1, {", ".join(map(str, c.shape))})`'
+    return '`np.stack(df[name].to_numpy())`'
 
 
-def history(previous: Sequence[dict], feedback: str) -> str:
-    """The earlier rounds of this run, one line each: the training-track return (not in the
-    `none` mode, which gives no execution feedback), the move, and the model's own reason."""
+def returns_text(seeds: Sequence[int], returns: Sequence[float], scores: Optional[Sequence[float]] = None,
+                 metric: Any = None) -> str:
+    """`return 938.1 on seed 1, 255.0 on seed 2`; with another metric its value per seed first
+    (`min handle-to-target distance 0.5412 m on seed 1, ... (lower is better; returns ...)`)."""
+    from ..envs.metric import RETURN
+    from .scores import per_seed_text
+
+    return per_seed_text(seeds, returns, scores, metric or RETURN)
+
+
+def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "track") -> str:
+    """The earlier rounds of this run, one line each: the score of each traced episode on the
+    training seeds (not in the `none` mode, which gives no execution feedback), the move,
+    and the model's own reason."""
     if not previous:
         return "This is the first round.\n"
     lines = ["Earlier rounds of this run:"]
     for m in previous:
         line = f"- Round {m['round']}: structure \"{m['policy_name']}\""
         if feedback != "none" and m.get("rollout_returns"):
-            line += f", {returns_text(m['rollout_seeds'], m['rollout_returns'])} on the training track(s)"
+            shown = returns_text(m["rollout_seeds"], m["rollout_returns"], m.get("rollout_scores"), metric)
+            line += f", {shown} on the training {instance}(s)"
         move = m.get("move") or {}
         if move.get("kind"):
             line += f"; your move: {move['kind']}"

@@ -42,9 +42,10 @@ class Dialogue:
         system = Message("system", templates.template("system"))
         head = self._round_text()
         if mode == "analysis":
-            messages = [system, Message("user", head + "\n" + self._rollout_text() + "\n"
-                                        + templates.render("analysis-request", output_chars=self.s.output_chars,
-                                                           cpu_seconds=self.s.analysis_cpu_seconds))]
+            request = templates.render("analysis-request", output_chars=self.s.output_chars,
+                                       cpu_seconds=self.s.analysis_cpu_seconds,
+                                       array_example=context.array_example(self._trace().columns))
+            messages = [system, Message("user", head + "\n" + self._rollout_text() + "\n" + request)]
             self.loop.ui.phase(self.k, "LLM: writing analysis code")
             code, messages = ask(self.call, messages, replies.parse_analysis, "analysis code",
                                  "Reply with the analysis code, defining analyze(df), in one ```python block.",
@@ -131,22 +132,24 @@ class Dialogue:
 
             fit += f"\n`polc check` warnings:\n```text\n{render_all(warnings, self.text).rstrip()}\n```\n"
         return templates.render("round", task=self.loop.task.text.rstrip(), round=self.k, last=self.s.rounds - 1,
-                                history=context.history(self.loop.history, self.s.feedback),
+                                history=context.history(self.loop.history, self.s.feedback, self.loop.metric,
+                                                        self.loop.task.instance),
                                 pol=self.text.rstrip(), fit=fit)
 
-    def _rollout_text(self) -> str:
+    def _trace(self) -> Any:
         from ..table import read_table
 
-        table = read_table(str(self.d / "trace.parquet"))
-        return templates.render("rollout", episodes=len(self.loop.seeds),
+        return read_table(str(self.d / "trace.parquet"))
+
+    def _rollout_text(self) -> str:
+        returns = context.returns_text(self.m["rollout_seeds"], self.m["rollout_returns"],
+                                       self.m.get("rollout_scores"), self.loop.metric)
+        return templates.render("rollout", episodes=len(self.loop.seeds), instance=self.loop.task.instance,
                                 seeds=", ".join(map(str, self.loop.seeds)), max_steps=self.loop.spec.max_steps,
-                                returns=context.returns_text(self.m["rollout_seeds"], self.m["rollout_returns"]),
-                                schema=context.trace_schema(table.columns))
+                                returns=returns, schema=context.trace_schema(self._trace().columns))
 
     def _table_text(self) -> str:
-        from ..table import read_table
-
-        table = read_table(str(self.d / "trace.parquet"))
+        table = self._trace()
         return templates.render("table", rows=table.num_rows, csv=context.table_csv(table),
                                 diagnostics=self._diagnostics())
 

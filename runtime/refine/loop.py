@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..llm import Message
-from . import context, replies, templates
+from . import context, replies, scores, templates
 from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected, ask,
                        check_and_repair)
 from .rundir import RunDir
 from .scripted import TOKEN_ESTIMATE, Choice, open_backend
 from .work import (Checked, FitFailed, Fitted, Settings, check, environment, evaluate_returns,
-                   fit_program, rollout_seeds, traced_rollout)
+                   fit_program, metric_of, rollout_seeds, traced_rollout)
 
 
 
@@ -57,9 +57,9 @@ class RoundEnd(Exception):
 
 @dataclass(frozen=True)
 class Task:
-    """A task folder: task.md (an optional `---` header with `env:`, `demo:`, `initial:` and
-    `latents:` lines, then the text the model reads), the demonstration, and the initial
-    structure unless the model is to write it."""
+    """A task folder: task.md (an optional `---` header with `env:`, `demo:`, `initial:`,
+    `latents:` and `instance:` lines, then the text the model reads), the demonstration, and
+    the initial structure unless the model is to write it."""
 
     dir: Path
     text: str
@@ -67,6 +67,7 @@ class Task:
     demo: Path
     initial: Optional[Path]
     latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
+    instance: str = "track"  # header `instance:`: what a seed selects, as the prompts name it
 
 
 def load_task(task_dir: str, env: Optional[str] = None) -> Task:
@@ -88,7 +89,7 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
     initial = d / header.get("initial", "initial.pol")
     latents = tuple(n.strip() for n in header.get("latents", "").split(",") if n.strip())
     return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None, latents)
+                initial if initial.is_file() else None, latents, header.get("instance") or "track")
 
 
 def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
@@ -115,6 +116,7 @@ class Loop:
         self.run_dir, self.task, self.settings, self.choice, self.ui = run, task, settings, choice, ui
         self.on_round = on_round
         self.spec = environment(task.env, settings)
+        self.metric = metric_of(self.spec)  # what a round is scored by (spec.metric; the return by default)
         self.demo = read_table(str(task.demo))
         self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
         self.history = [run.metrics(k) for k in run.complete_rounds()]
@@ -133,7 +135,7 @@ class Loop:
             self.history.append(metrics)
             self.calls += metrics["llm"]["calls"]
             self.run_dir.collect_exchanges([m["round"] for m in self.history])
-            self.ui.round_done(metrics, self.settings)
+            self.ui.round_done(metrics, self.settings, self.metric)
             if self.on_round is not None:
                 self.on_round(self)
 
@@ -264,17 +266,16 @@ class Loop:
                 "params": {"file": "params.json", "sha256": params_sha256(fitted.params)},
                 "env": {"name": self.task.env, "max_steps": self.spec.max_steps}, "seeds": self.seeds,
                 "actions": "mean", "refine": {"round": k}}
-        returns = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta, s)
+        traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta, s)
         self._timed(m, "rollout", t)
         shown = not final and s.feedback != "none"
-        m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in returns],
-                 resets=len(self.seeds) if shown else 0)
+        m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in traced.returns],
+                 rollout_scores=scores.rounded(traced.scores, self.metric), resets=len(self.seeds) if shown else 0)
         self.ui.phase(k, f"evaluating on {s.eval_episodes} unseen seed(s)")
         t = time.monotonic()
         ev = evaluate_returns(fitted, self.spec, s)
         self._timed(m, "eval", t)
-        m["eval"] = {"seeds": ev.seeds.tolist(), "returns": [round(float(r), 2) for r in ev.returns],
-                     "mean": round(ev.mean, 2), "std": round(ev.std, 2)}
+        m["eval"] = scores.eval_json(ev, self.metric)
         m["eval_episodes"] = len(ev.seeds) + (0 if shown else len(self.seeds))
         self.ui.phase(k, "built-in diagnostics")
         t = time.monotonic()

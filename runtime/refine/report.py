@@ -1,6 +1,7 @@
 """What a run shows: progress while it runs, the per-round table, summary.json, and the
-paper's Figure 4 (return per round) and Figure 6 (chosen latents, first round against last)
-as PNG.
+paper's Figure 4 (return per round; Figure 5 for the door: its distance per round) and
+Figure 6 (chosen latents, first round against last) as PNG. Every score is the
+environment's metric (`scores`), the return unless its spec names another.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any, Optional, Sequence
 
+from ..envs.metric import RETURN
+from . import scores
 from .rundir import RunDir, write_json
 
 
@@ -44,12 +47,12 @@ class Progress:
     def notice(self, text: str) -> None:
         self.console.print(f"notice: {text}", markup=False, soft_wrap=True)
 
-    def round_done(self, m: dict, settings: Any) -> None:
+    def round_done(self, m: dict, settings: Any, metric: Any = RETURN) -> None:
         if self.quiet:
             return
         move = (m.get("move") or {}).get("kind") or ("final" if m.get("final") else "-")
         ev = m.get("eval")
-        ret = f"return {ev['mean']:.1f} ± {ev['std']:.1f}" if ev else "no return"
+        ret = scores.score_text(ev["mean"], ev["std"], metric) if ev else f"no {metric.name}"
         line = (f"round {m['round']} done: {ret} over {len(ev['seeds']) if ev else 0} unseen seeds, "
                 f"{m['llm']['calls']} LLM call(s), move {move}, {m['seconds']:.0f} s")
         if m.get("end"):
@@ -60,11 +63,16 @@ class Progress:
 # ---- the table -------------------------------------------------------------------------
 
 
-COLUMNS = ("round", "structure", "return (mean ± std)", "LLM calls", "input tokens", "output tokens",
-           "env resets", "wall time", "move")
+def columns(metric: Any = RETURN) -> tuple[str, ...]:
+    """The table's header; the third column is the environment's metric."""
+    return ("round", "structure", scores.column(metric), "LLM calls", "input tokens", "output tokens",
+            "env resets", "wall time", "move")
 
 
-def rows(history: Sequence[dict]) -> list[list[str]]:
+COLUMNS = columns()
+
+
+def rows(history: Sequence[dict], metric: Any = RETURN) -> list[list[str]]:
     """One row of strings per round, then a total row."""
     out = []
     for m in history:
@@ -74,7 +82,7 @@ def rows(history: Sequence[dict]) -> list[list[str]]:
             move = "(ended)"
         structure = f"{m['policy_name']} {m['structure_sha256'][:6]}" if m.get("policy_name") else "-"
         out.append([str(m["round"]), structure,
-                    f"{ev['mean']:.1f} ± {ev['std']:.1f}" if ev else "-", str(m["llm"]["calls"]),
+                    scores.mean_std(ev["mean"], ev["std"], metric) if ev else "-", str(m["llm"]["calls"]),
                     f"{m['llm']['input_tokens']:,}", f"{m['llm']['output_tokens']:,}", str(m.get("resets", 0)),
                     _duration(m["seconds"]), move])
     t = totals(history)
@@ -103,10 +111,11 @@ def _duration(seconds: float) -> str:
         f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def table_text(history: Sequence[dict]) -> str:
+def table_text(history: Sequence[dict], metric: Any = RETURN) -> str:
     """The per-round table as plain text (fixed-width columns), for the terminal and logs."""
-    body = [list(COLUMNS)] + rows(history)
-    widths = [max(len(r[i]) for r in body) for i in range(len(COLUMNS))]
+    header = columns(metric)
+    body = [list(header)] + rows(history, metric)
+    widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     right = {2, 3, 4, 5, 6, 7}
 
     def line(r: list[str]) -> str:
@@ -119,18 +128,26 @@ def table_text(history: Sequence[dict]) -> str:
 # ---- summary.json ----------------------------------------------------------------------
 
 
-def write_summary(run: RunDir, history: Sequence[dict], status: str, notice: Optional[str]) -> dict:
+def write_summary(run: RunDir, history: Sequence[dict], status: str, notice: Optional[str],
+                  metric: Any = RETURN) -> dict:
+    """summary.json: the run's settings, every round's metrics, totals and the best round (by
+    the metric's direction); `metric` describes what eval.mean / eval.std / eval.scores hold."""
     config = run.config
-    best = max((m for m in history if m.get("eval")), key=lambda m: m["eval"]["mean"], default=None)
+    best = scores.best(history, metric)
+    unit = f", {metric.unit}" if metric.unit else ""
     summary = {"run": str(run.path), "task": config["task"], "env": config["env"], "llm": config["llm"],
                "scripted": config.get("scripted", False), "notice": notice, "status": status,
                "command": config.get("command"), "settings": config["settings"],
-               "returns": "mean ± std of the undiscounted return over unseen evaluation seeds, per round",
+               "metric": scores.metric_json(metric),
+               "returns": "mean ± std of the undiscounted return over unseen evaluation seeds, per round"
+                          if metric.is_return else
+                          f"eval.mean ± eval.std: the {metric.name}{unit} ({metric.direction}) over unseen "
+                          "evaluation seeds, per round; eval.scores per seed, eval.returns the returns beside it",
                "resets": "episodes whose traces the model was given (the paper's Table 1 count, without "
                          "final evaluation); eval_episodes counts the evaluation episodes",
                "rounds": list(history), "totals": totals(history),
                "best_round": best["round"] if best else None,
-               "table": table_text(history).splitlines()}
+               "table": table_text(history, metric).splitlines()}
     write_json(run.path / "summary.json", summary)
     return summary
 
@@ -138,8 +155,10 @@ def write_summary(run: RunDir, history: Sequence[dict], status: str, notice: Opt
 # ---- figures -----------------------------------------------------------------------------
 
 
-def figure_returns(history: Sequence[dict], output: str, title: str) -> Optional[str]:
-    """Figure 4: mean return per round with ± std bars and each seed's return as dots."""
+def figure_returns(history: Sequence[dict], output: str, title: str, metric: Any = RETURN) -> Optional[str]:
+    """Figure 4: the metric's mean per round with ± std bars and each seed's value as dots
+    (the return for Car Racing; the door's min handle-to-target distance, as the paper's
+    Figure 5, with its direction on the axis)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -152,13 +171,13 @@ def figure_returns(history: Sequence[dict], output: str, title: str) -> Optional
     ax.errorbar(x, [m["eval"]["mean"] for m in evaluated], yerr=[m["eval"]["std"] for m in evaluated],
                 marker="o", capsize=4, lw=1.5, label="mean ± std")
     for m in evaluated:
-        ax.scatter([m["round"]] * len(m["eval"]["returns"]), m["eval"]["returns"], s=10, color="0.5", alpha=0.6,
-                   zorder=3)
+        values = m["eval"].get("scores", m["eval"]["returns"])
+        ax.scatter([m["round"]] * len(values), values, s=10, color="0.5", alpha=0.6, zorder=3)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{m['round']}\n{(m.get('move') or {}).get('kind', 'final' if m.get('final') else '')}"
                         for m in evaluated], fontsize=8)
     ax.set_xlabel("round (and the move that ended it)")
-    ax.set_ylabel(f"return over {len(evaluated[0]['eval']['seeds'])} unseen seeds")
+    ax.set_ylabel(scores.axis_label(metric, len(evaluated[0]["eval"]["seeds"])))
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=10)
     from ..plot import save_png

@@ -4,7 +4,7 @@
       run.json             how the run was started (task, model, feedback mode, settings)
       summary.json         per-round metrics and the totals, rewritten after every round
       exchanges.jsonl      every LLM exchange of the complete rounds, in order (replayable)
-      returns.png          the paper's Figure 4: return per round
+      returns.png          the paper's Figure 4 (5): the environment's metric per round
       latents.png          the paper's Figure 6: chosen latents, first round against last
       round_00/
         policy.pol         the structure of this round (after any regeneration)

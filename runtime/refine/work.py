@@ -152,26 +152,49 @@ def rollout_config(settings: Settings, n: int, trace: bool):
     return RolloutConfig(n_envs=max(1, min(n_envs, n)), trace=trace)
 
 
+def metric_of(spec: Any):
+    """The environment's metric (`polc.runtime.envs.metric.Metric`): the return unless its
+    spec names another (the door: the min handle-to-target distance, lower is better)."""
+    from ..envs.metric import RETURN
+
+    return getattr(spec, "metric", RETURN)
+
+
+class Traced(NamedTuple):
+    returns: list[float]  # per traced episode, in seed order
+    scores: list[float]   # the environment's metric per traced episode (the returns for the return)
+
+
 def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, meta: dict,
-                   settings: Settings) -> list[float]:
-    """Run one traced episode per seed into the Parquet trace `path`; the returns."""
+                   settings: Settings) -> Traced:
+    """Run one traced episode per seed into the Parquet trace `path`; their returns and
+    the environment's metric of each, scored from the same step table."""
+    import numpy as np
+
     from ..rollout import TraceLayout, rollout
     from ..table import TableWriter
+
+    metric = metric_of(spec)
+    scores = np.zeros(len(seeds))
+
+    def done(ep: Any) -> None:
+        scores[ep.index] = metric.of_episode(ep.columns)
+        writer.write_episode(ep.columns)
 
     writer = TableWriter(path, TraceLayout(fitted.policy.program, spec.schema).columns(), meta)
     try:
         result = rollout(fitted.policy, fitted.params, spec, seeds,
-                         rollout_config(settings, len(seeds), trace=True),
-                         lambda ep: writer.write_episode(ep.columns))
+                         rollout_config(settings, len(seeds), trace=True), done)
     except BaseException:
         writer.abort()
         raise
     writer.close()
-    return [float(r) for r in result.returns]
+    return Traced([float(r) for r in result.returns], [float(v) for v in scores])
 
 
 def evaluate_returns(fitted: Fitted, spec: Any, settings: Settings):
-    """The untraced return over the first `eval_episodes` unseen evaluation seeds."""
+    """The environment's metric (and the return) over the first `eval_episodes` unseen
+    evaluation seeds: an `EvalResult`."""
     from ..evaluate import eval_seeds, evaluate
 
     seeds = eval_seeds(spec, settings.eval_episodes)
