@@ -161,3 +161,21 @@ def test_the_door_session_end_to_end_quick(tmp_path):
     prompt = (run / "exchanges.jsonl").read_text()
     assert "training door configuration(s)" in prompt and 'df[\\"obs.hand\\"]' in prompt
     assert len(prompt.splitlines()) == 5
+
+
+def test_summary_and_figure_of_a_distance_scored_run(tmp_path):
+    from polc.runtime.refine.report import figure_returns, write_summary
+    from polc.runtime.refine.rundir import RunDir
+
+    run = RunDir.create(tmp_path / "run", {"task": "examples/door", "env": "door", "llm": "scripted:x",
+                                           "settings": {}})
+    history = [round_metrics(0, 0.5414, 0.0057), round_metrics(1, 0.0223, 0.0, "STOP")]
+    for m, values in zip(history, ([0.5466, 0.5362], [0.0223, 0.0223])):
+        m["eval"].update(scores=values, returns=[750.0, 790.0], metric="min_handle_to_target",
+                         higher_is_better=False)
+    summary = write_summary(run, history, "the model chose STOP", None, DISTANCE)
+    assert summary["best_round"] == 1 and summary["metric"]["direction"] == "lower is better"
+    assert "min handle-to-target distance, m" in summary["returns"] and "lower is better" in summary["table"][0]
+    assert json.loads((run.path / "summary.json").read_text())["metric"]["key"] == "min_handle_to_target"
+    png = figure_returns(history, str(run.path / "returns.png"), "door: distance per round", DISTANCE)
+    assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
