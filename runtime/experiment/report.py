@@ -39,17 +39,21 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
         lines += [f"The refined structure is the last round of `polc refine` with {who}: round "
                   f"{refinement['final_round']}, {refinement['llm_calls']} LLM calls, {refinement['resets']} "
                   f"resets (rollouts the model analysed).", ""]
-    lines += [f"| Method | Demo | LLM calls | Resets | {name}{unit}, mean actions | {name}{unit}, sampled actions |",
-              "|---|---|---|---|---|---|"]
+    sampled = any(r.sampled_mean is not None for r in rows)
+    lines += [f"| Method | Demo | LLM calls | Resets | {name}{unit}, mean actions |"
+              + (f" {name}{unit}, sampled actions |" if sampled else ""),
+              "|---|---|---|---|---|" + ("---|" if sampled else "")]
     for r in rows:
         demo = "-" if r.stage == "demo" else str(r.demos)
         calls = "-" if r.stage == "demo" else str(r.llm_calls)
         resets = "-" if r.stage == "demo" else str(r.resets)
-        lines.append(f"| {r.method} | {demo} | {calls} | {resets} | {_pm(r.mean, r.std, metric)} | "
-                     f"{_pm(r.sampled_mean, r.sampled_std, metric)} |")
+        lines.append(f"| {r.method} | {demo} | {calls} | {resets} | {_pm(r.mean, r.std, metric)} |"
+                     + (f" {_pm(r.sampled_mean, r.sampled_std, metric)} |" if sampled else ""))
     lines += ["", "Mean actions: the policy acts on its action means (IL fits them; this is the table's main "
-              "column). Sampled actions: each action drawn from the policy's declared noise (what RL trains). "
-              "Resets count every environment episode used for refinement and training, not evaluation. "
+              "column)."
+              + (" Sampled actions: each action drawn from the policy's declared noise (what RL trains)."
+                 if sampled else " (No sampled column: an action of these structures declares no noise.)")
+              + " Resets count every environment episode used for refinement and training, not evaluation. "
               "The initial structure is the task's hand-written `initial.pol` (no LLM call).", ""]
     notes = [f"- {r.method}: {r.note}" for r in rows if r.note and r.stage == "RL"]
     if notes:

@@ -219,7 +219,9 @@ class Experiment:
             save_params(str(dest), policy, result.params, result.info(demos=str(self.demo)))
             return {"params": str(dest.relative_to(self.out)), "fit": result.info()}
 
-        return self._step(f"fit-{s.key}", f"imitation learning: {path.name} on {self.demo}", compute)["params"]
+        what = (f"the refinement loop's own fit of its last round ({path.name})" if s.source == "refine"
+                else f"imitation learning: {path.name} on {self.demo}")
+        return self._step(f"fit-{s.key}", what, compute)["params"]
 
     def _evaluated(self, name: str, s: Structure, params_file: str) -> dict:
         def compute() -> dict:
