@@ -102,6 +102,7 @@ class _Printer:
         from . import lower
 
         self.lower = lower
+        self.guards: list[tuple[tuple[int, ...], str]] = []  # (shape of an enclosing branch's condition, its text)
         names = [d.name for g in (tp.obs, tp.weights, tp.latents, tp.actions) for d in g]
         taken = set(names) | _RESERVED
         self.py: dict[str, str] = {}
@@ -111,6 +112,32 @@ class _Printer:
                 p += "_"
             taken.add(p)
             self.py[n] = p
+
+    # The guarded-branch rule of `lower._Lowering` (see its docstring), on source text.
+    def safe(self, text: str, shape: tuple[int, ...], value: float = 1.0) -> Optional[str]:
+        """`where(conditions, text, value)`, or None when no enclosing condition applies."""
+        held = [g for gshape, g in self.guards if self.lower.guard_applies(gshape, shape)]
+        if not held:
+            return None
+        cond = held[0]
+        for g in held[1:]:
+            cond = f"jnp.logical_and({cond}, {g})"
+        return f"jnp.where({cond}, {text}, {_lit(value)})"
+
+    def branch(self, e: T.TExpr, shape: tuple[int, ...], cond: str, fit_to: tuple[int, ...]) -> str:
+        self.guards = self.guards + [(shape, cond)]
+        try:
+            return self.fit(e, fit_to)
+        finally:
+            self.guards = self.guards[:-1]
+
+    def mixed(self, e: T.TExpr) -> str:
+        saved = self.guards
+        self.guards = [(shape, g) for shape, g in saved if shape == ()]
+        try:
+            return self.expr(e)
+        finally:
+            self.guards = saved
 
     def expr(self, e: T.TExpr) -> str:
         method = getattr(self, "expr_" + type(e).__name__, None)
@@ -162,6 +189,11 @@ class _Printer:
 
         n = self.lower.int_exponent(e.r) if e.op == "pow" else None
         left, right = side(e.l, "left"), (str(n) if n is not None else side(e.r, "right"))
+        fitted = lambda x: shape if self.lower.needs_broadcast(x.type.ndim, shape) else x.type.shape  # noqa: E731
+        if e.op == "div":
+            right = self.safe(self.fit(e.r, shape), fitted(e.r)) or right
+        elif e.op == "pow" and n is None:
+            left = self.safe(self.fit(e.l, shape), fitted(e.l)) or left
         if e.op not in _INFIX:
             return f"{self.lower.BINARY_OPS[e.op]}({left}, {right})"
         if self.pyscalar(e.l) and (self.pyscalar(e.r) or n is not None):
@@ -169,28 +201,35 @@ class _Printer:
         return f"{left} {_INFIX[e.op]} {right}"
 
     def expr_Select(self, e: T.Select) -> str:
-        return f"jnp.where({self.fit(e.cond, e.type.shape)}, {self.fit(e.a, e.type.shape)}, " \
-               f"{self.fit(e.b, e.type.shape)})"
+        cond, shape = self.expr(e.cond), e.cond.type.shape
+        a = self.branch(e.a, shape, cond, e.type.shape)
+        b = self.branch(e.b, shape, f"jnp.logical_not({cond})", e.type.shape)
+        return f"jnp.where({self.fit(e.cond, e.type.shape)}, {a}, {b})"
 
     def expr_Apply(self, e: T.Apply) -> str:
-        return f"{self.lower.FUNCTIONS[e.fn]}({', '.join(self.fit(a, e.type.shape) for a in e.args)})"
+        args = [self.fit(a, e.type.shape) for a in e.args]
+        if e.fn in self.lower.PARTIAL:
+            x = e.args[0]
+            args[0] = self.safe(args[0], e.type.shape if self.lower.needs_broadcast(x.type.ndim, e.type.shape)
+                                else x.type.shape, self.lower.PARTIAL[e.fn]) or args[0]
+        return f"{self.lower.FUNCTIONS[e.fn]}({', '.join(args)})"
 
     def expr_Reduce(self, e: T.Reduce) -> str:
         axis = "" if e.axis is None else f", axis={e.axis}"
-        return f"{self.lower.REDUCTIONS[e.fn]}({self.expr(e.x)}{axis})"
+        return f"{self.lower.REDUCTIONS[e.fn]}({self.mixed(e.x)}{axis})"
 
     def expr_Index(self, e: T.Index) -> str:
         items = ", ".join(str(i) if isinstance(i, int) else f"{i[0]}:{i[1]}" for i in e.items)
-        base = self.expr(e.x)
+        base = self.mixed(e.x)
         if _precedence(e.x) < 99:
             base = f"({base})"
         return f"{base}[{items}]"
 
     def expr_Stack(self, e: T.Stack) -> str:
-        return f"jnp.stack([{', '.join(self.expr(i) for i in e.items)}])"
+        return f"jnp.stack([{', '.join(self.mixed(i) for i in e.items)}])"
 
     def expr_Mlp(self, e: T.Mlp) -> str:
-        inputs = ", ".join(self.expr(i) for i in e.inputs)
+        inputs = ", ".join(self.mixed(i) for i in e.inputs)
         act = self.lower.ACTIVATIONS[e.activation]
         return f"_mlp(params[{e.key!r}], [{inputs}], {act}, scalar={e.out == 0})"
 

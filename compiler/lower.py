@@ -125,12 +125,62 @@ def all_mlps(tp: TypedProgram) -> dict[str, T.Mlp]:
     return dict(sorted(found.items()))
 
 
+# Functions singular at a point their guard can exclude: the argument that is made
+# safe inside a guarded branch, and the value put there (see `_Lowering.safe`).
+PARTIAL = {"log": 1.0, "sqrt": 1.0}
+
+
+def guard_applies(cond_shape: tuple[int, ...], arg_shape: tuple[int, ...]) -> bool:
+    """Whether a branch's condition of `cond_shape` may stand in front of an argument of
+    `arg_shape` position by position: a scalar condition drops the whole branch; an
+    array condition only when the argument has its very shape (and, by the caller,
+    only along elementwise operations: a reduction, index, stack or mlp in between
+    mixes positions)."""
+    return cond_shape == () or cond_shape == arg_shape
+
+
 class _Lowering:
-    """Lowers expressions of one program against an environment of values."""
+    """Lowers expressions of one program against an environment of values.
+
+    Guarded branches. `if c then log(x) else 0` lowers to `where(c, log(x), 0)`, whose
+    value is right but whose gradient is NaN where c is false and x is 0: `where`
+    multiplies the discarded branch's derivative by 0, and 0 * inf is NaN (JAX FAQ,
+    "gradients contain NaN where using where"). So inside a branch the argument of a
+    function singular at a point (log, sqrt, a divisor, the base of a non-integer power)
+    is itself `where(c, x, 1)`: the kept positions are unchanged, the discarded ones are
+    finite. `self.guards` holds the conditions of the enclosing branches that still
+    line up with the positions of the expression being lowered."""
 
     def __init__(self, tp: TypedProgram):
         self.nodes = all_mlps(tp)
         self.mlps = {k: mlp_block(m) for k, m in self.nodes.items()}
+        self.guards: list[tuple[tuple[int, ...], Any]] = []  # (shape of the condition, its value)
+
+    def safe(self, x, safe_value: float = 1.0):
+        """`x` where every applicable enclosing condition holds, `safe_value` elsewhere."""
+        held = [g for shape, g in self.guards if guard_applies(shape, jnp.shape(x))]
+        if not held:
+            return x
+        cond = held[0]
+        for g in held[1:]:
+            cond = jnp.logical_and(cond, g)
+        return jnp.where(cond, x, safe_value)
+
+    def branch(self, e: T.TExpr, cond_shape: tuple[int, ...], cond, env, params):
+        self.guards.append((cond_shape, cond))
+        try:
+            return self.expr(e, env, params)
+        finally:
+            self.guards.pop()
+
+    def mixed(self, e: T.TExpr, env, params):
+        """Lower `e` under an operation that mixes positions: only scalar conditions still apply."""
+        saved = self.guards
+        self.guards = [(shape, g) for shape, g in saved if shape == ()]
+        try:
+            return self.expr(e, env, params)
+        finally:
+            self.guards = saved
 
     def expr(self, e: T.TExpr, env: dict, params: Params):
         method = getattr(self, "expr_" + type(e).__name__, None)
@@ -154,28 +204,38 @@ class _Lowering:
         n = int_exponent(e.r) if e.op == "pow" else None
         if n is not None:
             return jnp.power(left, n)
-        return _BINARY[e.op](left, _fit(self.expr(e.r, env, params), e.type.shape))
+        right = _fit(self.expr(e.r, env, params), e.type.shape)
+        if e.op == "div":
+            right = self.safe(right)
+        elif e.op == "pow":
+            left = self.safe(left)
+        return _BINARY[e.op](left, right)
 
     def expr_Select(self, e: T.Select, env, params):
-        c, a, b = (_fit(self.expr(x, env, params), e.type.shape) for x in (e.cond, e.a, e.b))
-        return jnp.where(c, a, b)
+        c = self.expr(e.cond, env, params)
+        shape = e.cond.type.shape
+        a = self.branch(e.a, shape, c, env, params)
+        b = self.branch(e.b, shape, jnp.logical_not(c), env, params)
+        return jnp.where(*(_fit(x, e.type.shape) for x in (c, a, b)))
 
     def expr_Apply(self, e: T.Apply, env, params):
         args = [_fit(self.expr(x, env, params), e.type.shape) for x in e.args]
+        if e.fn in PARTIAL:
+            args[0] = self.safe(args[0], PARTIAL[e.fn])
         return _FUNCS[e.fn](*args)
 
     def expr_Reduce(self, e: T.Reduce, env, params):
-        return _REDUCE[e.fn](self.expr(e.x, env, params), axis=e.axis)
+        return _REDUCE[e.fn](self.mixed(e.x, env, params), axis=e.axis)
 
     def expr_Index(self, e: T.Index, env, params):
-        x = self.expr(e.x, env, params)
+        x = self.mixed(e.x, env, params)
         return x[tuple(i if isinstance(i, int) else slice(*i) for i in e.items)]
 
     def expr_Stack(self, e: T.Stack, env, params):
-        return jnp.stack([self.expr(x, env, params) for x in e.items])
+        return jnp.stack([self.mixed(x, env, params) for x in e.items])
 
     def expr_Mlp(self, e: T.Mlp, env, params):
-        x = jnp.concatenate([jnp.ravel(jnp.asarray(self.expr(i, env, params), jnp.float32)) for i in e.inputs])
+        x = jnp.concatenate([jnp.ravel(jnp.asarray(self.mixed(i, env, params), jnp.float32)) for i in e.inputs])
         return self.mlps[e.key].apply({"params": params[e.key]}, x)
 
 

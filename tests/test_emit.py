@@ -190,3 +190,23 @@ def test_docs_with_quotes_and_backslashes_stay_inside_the_docstring(tmp_path):
     module = load_module(emit.emit_python(tp), tmp_path, "odd")
     assert tp.doc.split()[1] in module.__doc__ and "odd\\dir.pol" in module.__doc__
     assert float(module.apply({}, {"x": 2.0})[0]["a"]) == 2.0
+
+
+def test_emitted_guarded_branches_have_the_lowering_s_finite_gradients(tmp_path):
+    tp = typed("""
+        obs s : real in [0, 2]
+        obs v : real[3] in [0, 2]
+        weight k : real >= 0 = 1.5
+        latent r = if s > 0 then k / s else 0
+        latent l = if v > 0 then log(k * v) else 0
+        action a : real = r + sum(l)
+    """)
+    module = load_module(emit.emit_python(tp), tmp_path, "guarded")
+    policy = lower(tp)
+    params = policy.init(jax.random.PRNGKey(0))
+    obs = {"s": np.float32(0.0), "v": np.array([0.0, 1.0, 0.0], np.float32)}
+    g_module = jax.grad(lambda p: module.apply(p, obs)[0]["a"])(params)
+    g_policy = jax.grad(lambda p: policy.apply(p, obs)[0]["a"])(params)
+    assert np.isfinite(np.asarray(g_policy["k"]))
+    np.testing.assert_allclose(g_module["k"], g_policy["k"], rtol=1e-6)
+    assert "k / jnp.where(s > 0.0, s, 1.0)" in emit.emit_python(tp)

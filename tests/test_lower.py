@@ -332,3 +332,44 @@ def test_an_mlp_inside_a_noise_std_gets_params_too():
     assert set(params) == {"a.mlp"}
     _, std, _ = policy.distribution(params, {"x": 1.0})
     assert float(std["a"]) > 0.1
+
+
+GUARDED = """
+obs s : real in [0, 2]
+obs v : real[3] in [0, 2]
+weight k : real >= 0 = 1.5
+latent r = if s > 0 then k / s else 0                "a divisor the guard excludes at 0"
+latent l = if v > 0 then log(k * v) else 0           "elementwise guard over a vector"
+latent q = if s > 0 then sqrt(k * s) ^ 0.5 else 0    "a non-integer power of a guarded root"
+latent m = if v > 0 then sum(log(k * v + 1)) else 0 "a reduction inside: positions mix, no guard"
+action a : real = r + sum(l) + q + sum(m)
+"""
+
+
+def test_a_guarded_branch_has_finite_gradients_where_its_guard_excludes_a_singular_point():
+    # jnp.where alone gives NaN here: the discarded branch's inf derivative times 0
+    policy = compile_text(GUARDED)
+    params = policy.init(jax.random.PRNGKey(0))
+    obs = {"s": np.float32(0.0), "v": np.array([0.0, 1.0, 0.0], np.float32)}
+    grad = jax.grad(lambda p: policy.apply(p, obs)[0]["a"])(params)
+    assert np.isfinite(np.asarray(grad["k"]))
+    # the kept positions' values are those of the plain formulas
+    k = 1.5
+    _, lat = policy.apply(params, obs)
+    np.testing.assert_allclose(lat["r"], 0.0)
+    np.testing.assert_allclose(lat["l"], [0.0, np.log(k), 0.0], rtol=1e-6)
+    np.testing.assert_allclose(lat["m"], [0.0, np.sum(np.log(k * obs["v"] + 1)), 0.0], rtol=1e-6)
+    obs = {"s": np.float32(0.7), "v": np.array([0.5, 1.0, 2.0], np.float32)}
+    _, lat = policy.apply(params, obs)
+    np.testing.assert_allclose(lat["r"], k / 0.7, rtol=1e-6)
+    np.testing.assert_allclose(lat["q"], np.sqrt(k * 0.7) ** 0.5, rtol=1e-6)
+
+
+def test_a_guard_does_not_reach_through_an_operation_that_mixes_positions():
+    # `sum` reads every position of v: making the guard's false positions "safe" would
+    # change the kept ones, so inside the reduction the array guard does not apply
+    policy = compile_text(GUARDED)
+    obs = {"s": np.float32(1.0), "v": np.array([0.0, 1.0, 2.0], np.float32)}
+    _, lat = policy.apply(policy.init(jax.random.PRNGKey(0)), obs)
+    # v[0] = 0 is where the guard is false; had it been replaced by 1, m[1] would differ
+    assert lat["m"][1] == pytest.approx(float(np.sum(np.log(1.5 * obs["v"] + 1))), rel=1e-6)
