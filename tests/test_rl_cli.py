@@ -38,6 +38,9 @@ def test_rl_writes_params_log_curve_that_eval_and_rollout_load(tmp_path, pol, ca
     assert code == 0
     kp = read_table(trace).column("weight.kp")
     assert float(kp[0]) == pytest.approx(params["weights"]["kp"], rel=1e-6)
+    # the built-in diagnostics read an RL policy's trace like any other
+    code, report, _ = polc(capsys, "analyze", trace, "--policy", pol)
+    assert code == 0 and "Diagnostics of policy" in report and "weights from the trace's weight columns" in report
 
 
 def test_resume_extends_the_budget_and_refuses_other_settings(tmp_path, pol, capsys):
