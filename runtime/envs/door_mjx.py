@@ -112,7 +112,7 @@ class DoorMJX(Env):
         hand, handle, angle = self._quantities(data)
         obs = S.pack_obs(hand, handle, prev_hand, prev_handle, goal, angle, jnp)
         reward = S.reward(hand, handle, goal, angle, jnp).astype(jnp.float32)
-        metrics = {METRIC_KEY: low - reported}
+        metrics = {**state.metrics, METRIC_KEY: low - reported}  # keep keys wrappers added
         return state.replace(pipeline_state=data, obs=obs, reward=reward, metrics=metrics)
 
     # ---- helpers ----

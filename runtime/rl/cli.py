@@ -1,4 +1,9 @@
-"""`polc rl FILE.pol --params P --env NAME --resets N -o DIR [--resume] [overrides]`.
+"""`polc rl FILE.pol --params P --env NAME --resets N -o DIR [--resume] [overrides]`,
+and with `--engine brax`, brax's PPO on an MJX environment:
+`polc rl FILE.pol --engine brax --env door_mjx --num-envs N --timesteps T -o DIR [--params P] [--resume]`
+(`polc.runtime.rl.brax`; `--seed`, `--lr`, `--gamma`, `--clip` apply to both
+engines, every other setting to one engine only: using it with the other is a
+usage error).
 
 Exit codes as every runtime command: 0 done, 1 a failure the user must fix
 (a policy without noise, a run directory holding another run, non-finite
@@ -29,7 +34,30 @@ OVERRIDES = (
 )
 
 
+# Flags of one engine only (dest, flag): given with the other engine they are usage errors.
+POLC_ONLY = (("resets", "--resets"), ("n_envs", "--n-envs"), ("episodes_per_update", "--episodes-per-update"),
+             ("epochs", "--epochs"), ("minibatches", "--minibatches"), ("window", "--window"),
+             ("seeds_per_update", "--seeds-per-update"))
+BRAX_ONLY = (("num_envs", "--num-envs"), ("timesteps", "--timesteps"), ("evals", "--evals"))
+# polc-engine override -> BraxConfig field, for the settings both engines share.
+SHARED = {"seed": "seed", "lr": "learning_rate", "gamma": "discounting", "clip": "clipping_epsilon"}
+
+
 def cmd_rl(args: argparse.Namespace) -> int:
+    other = BRAX_ONLY if args.engine == "polc" else POLC_ONLY
+    wrong = [flag for dest, flag in other if getattr(args, dest) not in (None, 0 if dest == "n_envs" else None)]
+    if wrong:
+        owner = "brax" if args.engine == "polc" else "polc"
+        raise UsageError(f"polc: {', '.join(wrong)} belong{'s' if len(wrong) == 1 else ''} to the {owner} engine, "
+                         f"not --engine {args.engine}.")
+    if args.engine == "brax":
+        return _cmd_rl_brax(args)
+    if args.resets is None:
+        raise UsageError("polc: the polc engine needs --resets N (the budget of training episodes).")
+    return _cmd_rl_polc(args)
+
+
+def _cmd_rl_polc(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from .. import commands as rc
@@ -107,6 +135,75 @@ def _resumed_config(directory: str, config: Any, settings: dict):
     return replace(saved, resets=config.resets)
 
 
+def _cmd_rl_brax(args: argparse.Namespace) -> int:
+    """`polc rl --engine brax` (see `polc.runtime.rl.brax`)."""
+    from dataclasses import replace
+
+    from .. import commands as rc
+    from ..rollout import verify_compatible
+    from .brax import BRAX_ENVS, BraxConfig, BraxError, train_brax
+    from .brax.train import CHECKPOINT, PARAMS, exists, saved_config
+
+    if args.env not in BRAX_ENVS:
+        raise UsageError(f'polc: --engine brax runs MJX environments only ({", ".join(sorted(BRAX_ENVS))}), '
+                         f'not "{args.env}".')
+    if args.num_envs is None or args.timesteps is None:
+        raise UsageError("polc: --engine brax needs --num-envs N and --timesteps T.")
+    if args.num_envs < 1 or args.timesteps < 0:
+        raise UsageError("polc: --num-envs must be at least 1 and --timesteps at least 0.")
+    spec = rc._env(args.env)
+    policy = rc._policy(args.file)
+    settings = {SHARED[k]: getattr(args, k) for k in SHARED if getattr(args, k) is not None}
+    if args.evals is not None:
+        if args.evals < 1:
+            raise UsageError("polc: --evals must be at least 1.")
+        settings["evals"] = args.evals
+    config = BraxConfig(num_envs=args.num_envs, timesteps=args.timesteps, **settings)
+    resuming = args.resume and exists(args.output)
+    if args.resume and not resuming:
+        print(f"polc: no run to resume in '{args.output}'; starting one.", file=sys.stderr)
+    if resuming:
+        try:
+            config = replace(saved_config(args.output), timesteps=args.timesteps)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise UsageError(f"polc: cannot read the checkpoint in '{args.output}': {e}.") from None
+        flags = {"num_envs": "--num-envs", "evals": "--evals", **{f: "--" + k for k, f in SHARED.items()}}
+        asked = {"num_envs": args.num_envs, **settings}
+        clash = [f"{flags[k]} {v} (the run used {getattr(config, k)})" for k, v in asked.items()
+                 if getattr(config, k) != v]
+        if clash:
+            raise UsageError("polc: --resume continues a run with its own settings: " + "; ".join(clash) + ".")
+    import jax
+
+    try:
+        config.verify(jax.local_device_count())
+    except ValueError as err:
+        raise UsageError(f"polc: {err}.") from None
+    verify_compatible(policy.program, spec.schema)
+    params = rc._params(policy, args.params)
+    try:
+        with rc._sigterm_interrupts():
+            result = train_brax(policy, params, args.env, config, args.output, resume=args.resume,
+                                start={"file": args.params}, progress=not args.quiet)
+    except BraxError as err:
+        return rc._fail(str(err))
+    except KeyboardInterrupt:
+        print(f"polc: interrupted; the last finished epoch is kept in {args.output} ({CHECKPOINT}; "
+              f"continue with --resume).", file=sys.stderr)
+        raise
+    log = result.log
+    if not log["log"]:
+        print(f"polc: the run in '{args.output}' already has {log['timesteps']:,} timesteps; nothing trained.",
+              file=sys.stderr)
+        return 0
+    first, last = log["log"][0], log["log"][-1]
+    metric = f", {spec.metric.key} {first['metric_mean']:.4g} -> {last['metric_mean']:.4g}" if "metric_mean" in last else ""
+    print(f"wrote {os.path.join(args.output, PARAMS)}: {log['timesteps']:,} timesteps on {log['devices']} device(s), "
+          f"evaluation return {first['return_mean']:.1f} -> {last['return_mean']:.1f}{metric}, "
+          f"{log['elapsed_s']:.0f} s", file=sys.stderr)
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add `polc rl` to the `polc` subcommands."""
     from .. import commands as rc
@@ -115,11 +212,19 @@ def register(sub: Any) -> None:
     c.add_argument("file", help="the .pol policy (every action must declare noise)")
     c.add_argument("--params", help="params to start from, e.g. from polc fit (default: the declared weights)")
     c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
-    c.add_argument("--resets", type=int, required=True,
-                   help="budget of training episodes (environment resets); stops before exceeding it")
+    c.add_argument("--engine", choices=("polc", "brax"), default="polc",
+                   help="polc: the paper's objective on gymnasium envs (default); brax: brax's PPO on an MJX env")
+    c.add_argument("--resets", type=int, default=None,
+                   help="polc engine (required): budget of training episodes (environment resets); stops before exceeding it")
     c.add_argument("-o", "--output", required=True, help="run directory: rl.params, log.json, curve.png, checkpoint")
     c.add_argument("--resume", action="store_true", help="continue the run in the output directory")
-    c.add_argument("--n-envs", type=int, default=0, help="environments stepped together (default: an update's episodes, up to 64)")
+    c.add_argument("--n-envs", type=int, default=0, help="polc engine: environments stepped together (default: an update's episodes, up to 64)")
+    c.add_argument("--num-envs", type=int, default=None,
+                   help="brax engine (required): environments stepped together, a multiple of the JAX device count")
+    c.add_argument("--timesteps", type=int, default=None,
+                   help="brax engine (required): budget of environment steps (rounded up to whole epochs)")
+    c.add_argument("--evals", type=int, default=None,
+                   help="brax engine: progress points (epochs), each evaluated and checkpointed (default 10)")
     for flag, field, kind, text in OVERRIDES:
         c.add_argument(flag, dest=field, type=kind, default=None, help=text)
     c.add_argument("-q", "--quiet", action="store_true", help="no progress")
