@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The compiler's three first, then any other bench_*.py in this folder (runtime benchmarks).
 FIRST = ("bench_lowering", "bench_torch", "bench_check")
 QUICK = {"bench_lowering": ["--reps", "7"], "bench_torch": ["--reps", "7"],
-         "bench_check": ["--runs", "3", "--lines", "1000"]}
+         "bench_check": ["--runs", "3", "--lines", "1000"], "bench_mjx": ["--reps", "3"]}
 
 
 def benchmarks() -> list[str]:

@@ -37,7 +37,6 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import mujoco
-import numpy as np
 from mujoco import mjx
 
 with warnings.catch_warnings():
@@ -139,7 +138,3 @@ def make(xml_path: Optional[str] = None) -> DoorMJX:
     """The MJX door env (the brax engine's `--env door_mjx`)."""
     return DoorMJX(xml_path or S.XML)
 
-
-def unpack(obs: np.ndarray) -> dict[str, np.ndarray]:
-    """A packed observation (16,) -> named fields (for tests and tools)."""
-    return S.unpack_obs(np.asarray(obs))

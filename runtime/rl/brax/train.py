@@ -45,7 +45,7 @@ import math
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
