@@ -15,9 +15,9 @@ each candidate (compilation, environment start-up) is run once before timing and
 not counted. Nothing here asserts a time.
 
 `--experiment DIR` reads a finished `polc experiment car_racing -o DIR` and prints
-the resets each structure needed before its training return first reached 900
-(refinement resets included for the refined structure), the paper's 404 / 2000 /
-not reached.
+the resets each structure needed before its mean training return over 5 updates
+(100 episodes on 5 tracks) first reached 900 (refinement resets included for the
+refined structure), the paper's 404 / 2000 / not reached.
 """
 
 from __future__ import annotations
@@ -94,18 +94,20 @@ def timing(args) -> dict:
 
 
 def resets_to_900(directory: str) -> dict:
+    from polc.runtime.experiment.run import SMOOTH, first_reached
+
     results = json.loads((Path(directory) / "results.json").read_text())
     refine_resets = results["refinement"].get("resets", 0)
+    budget = results["budget"]["high"]
     out = {}
-    print(f"Resets until the training return first reached 900 ({directory}):")
+    print(f"Resets until the mean training return over {SMOOTH} updates first reached 900 ({directory}):")
     for key in ("refined", "initial", "mlp"):
-        step = Path(directory) / "steps" / f"rl-{key}-high.json"
-        if not step.exists():
+        path = Path(directory) / "rl" / key / "log.json"
+        if not path.exists():
             continue
-        first = json.loads(step.read_text()).get("first_reached")
+        first = first_reached(json.loads(path.read_text())["log"], 900.0)
         total = None if first is None else first + (refine_resets if key == "refined" else 0)
         out[key] = total
-        budget = results["budget"]["high"]
         print(f"  {key:8s} {'not reached in %d' % budget if total is None else total}")
     return out
 

@@ -13,7 +13,7 @@ from polc.cli import main as polc
 from polc.runtime.envs.metric import RETURN, Metric
 from polc.runtime.experiment import QUICK, TASKS, Experiment, ExperimentError, Row
 from polc.runtime.experiment.report import markdown
-from polc.runtime.experiment.run import _first_reached, digest_refinement
+from polc.runtime.experiment.run import digest_refinement, first_reached, reached
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["Expert demonstration", "MLP + IL", "MLP + RL, low (8 resets)", "MLP + RL, high (16 resets)",
@@ -129,12 +129,14 @@ def test_a_refinement_run_without_an_evaluated_round_is_a_clear_error(tmp_path):
         digest_refinement(tmp_path, RETURN)
 
 
-def test_resets_to_a_threshold_is_the_first_update_reaching_it():
-    log = [{"resets": 20, "return_mean": 850.0}, {"resets": 40, "return_mean": 905.0},
-           {"resets": 60, "return_mean": 880.0}]
-    assert _first_reached(log, 900.0) == 40
-    assert _first_reached(log, 950.0) is None
-    assert _first_reached(log, None) is None
+def test_resets_to_a_threshold_count_from_the_first_window_of_updates_reaching_it():
+    returns = [850, 905, 880, 920, 930, 940, 910, 890]  # one lucky update (905) is not reaching 900
+    log = [{"resets": 20 * (i + 1), "return_mean": float(r)} for i, r in enumerate(returns)]
+    assert first_reached(log, 900.0, smooth=1) == 40
+    assert first_reached(log, 900.0, smooth=5) == 120  # updates 2..6 average 915; 1..5 only 897
+    assert first_reached(log, 950.0) is None and first_reached(log, None) is None
+    assert reached(log, 900.0, before=8).endswith("first reached 900 after 128 resets (120 of RL + 8 of refinement)")
+    assert "never reached 950 (last 918.0)" in reached(log, 950.0)
 
 
 def test_a_distance_metric_is_printed_with_its_unit_direction_and_four_decimals():

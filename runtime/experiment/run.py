@@ -176,9 +176,10 @@ class Experiment:
         for label, budget in (("low", self.budget.low), ("high", self.budget.high)):
             rl = self._rl(s, params, label, budget)
             ev = self._evaluated(f"eval-{s.key}-rl-{label}", s, rl["params"])
+            log = [r for r in read_json(self.out / "rl" / s.key / "log.json")["log"] if r["resets"] <= rl["resets"]]
             rows.append(Row(f"{s.label} + RL, {label} ({budget} resets)", s.key, "RL", 1, calls, resets0 + rl["resets"],
                             *_ms(ev["mean"]), *_ms(ev["sampled"]), per_seed=ev["mean"]["values"],
-                            params=rl["params"], note=rl["reached"]))
+                            params=rl["params"], note=reached(log, self.task.threshold, resets0)))
         return rows
 
     def _structure_file(self, s: Structure, refinement: dict) -> Path:
@@ -258,10 +259,7 @@ class Experiment:
                            start={"file": params_file}, progress=self.progress)
             dest = directory / f"{label}.params"
             shutil.copyfile(directory / PARAMS, dest)
-            log = result.log["log"]
-            return {"params": str(dest.relative_to(self.out)), "resets": result.log["resets"],
-                    "reached": _reached(log, self.task.threshold),
-                    "first_reached": _first_reached(log, self.task.threshold)}
+            return {"params": str(dest.relative_to(self.out)), "resets": result.log["resets"]}
 
         return self._step(f"rl-{s.key}-{label}", f"RL of {s.key} to {resets} resets", compute)
 
@@ -292,20 +290,34 @@ def _ms(scores: Optional[dict]) -> tuple[Optional[float], Optional[float]]:
     return (None, None) if scores is None else (scores["mean"], scores["std"])
 
 
-def _first_reached(log: list, threshold: Optional[float]) -> Optional[int]:
-    """Resets at the first update whose training episodes averaged at least `threshold`."""
-    if threshold is None:
+# Updates averaged before a threshold counts as reached: 5 updates are 100 training
+# episodes on 5 tracks, so one easy track does not count as reaching it.
+SMOOTH = 5
+
+
+def first_reached(log: list, threshold: Optional[float], smooth: int = SMOOTH) -> Optional[int]:
+    """Resets at the first update where the mean training return of the last `smooth`
+    updates is at least `threshold` (None: never, or no threshold)."""
+    if threshold is None or len(log) < smooth:
         return None
-    return next((r["resets"] for r in log if r["return_mean"] >= threshold), None)
+    returns = [r["return_mean"] for r in log]
+    for i in range(smooth - 1, len(log)):
+        if sum(returns[i - smooth + 1:i + 1]) / smooth >= threshold:
+            return log[i]["resets"]
+    return None
 
 
-def _reached(log: list, threshold: Optional[float]) -> str:
-    first = _first_reached(log, threshold)
+def reached(log: list, threshold: Optional[float], before: int = 0) -> str:
+    """The table's note on an RL run; `before` resets (refinement) are added to the count."""
     if threshold is None:
         return ""
+    first = first_reached(log, threshold)
+    what = f"mean training return over {SMOOTH} updates"
     if first is None:
-        return f"training return did not reach {threshold:g}"
-    return f"training return first reached {threshold:g} after {first} resets"
+        last = sum(r["return_mean"] for r in log[-SMOOTH:]) / max(1, len(log[-SMOOTH:]))
+        return f"{what} never reached {threshold:g} (last {last:.1f})"
+    extra = f" ({first} of RL + {before} of refinement)" if before else ""
+    return f"{what} first reached {threshold:g} after {first + before} resets{extra}"
 
 
 def digest_refinement(run: Path, metric: Any) -> dict:
