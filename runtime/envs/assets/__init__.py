@@ -1,0 +1,1 @@
+"""MJCF scenes of polc's own environments (data only): door_mjx.xml."""
