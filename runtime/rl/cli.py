@@ -43,9 +43,15 @@ BRAX_ONLY = (("num_envs", "--num-envs"), ("timesteps", "--timesteps"), ("evals",
 SHARED = {"seed": "seed", "lr": "learning_rate", "gamma": "discounting", "clip": "clipping_epsilon"}
 
 
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    """The flag was set on the command line (--n-envs defaults to 0, every other one to None)."""
+    value = getattr(args, dest)
+    return value is not None and not (dest == "n_envs" and value == 0)
+
+
 def cmd_rl(args: argparse.Namespace) -> int:
     other = BRAX_ONLY if args.engine == "polc" else POLC_ONLY
-    wrong = [flag for dest, flag in other if getattr(args, dest) not in (None, 0 if dest == "n_envs" else None)]
+    wrong = [flag for dest, flag in other if _given(args, dest)]
     if wrong:
         owner = "brax" if args.engine == "polc" else "polc"
         raise UsageError(f"polc: {', '.join(wrong)} belong{'s' if len(wrong) == 1 else ''} to the {owner} engine, "
