@@ -3,7 +3,10 @@ brax 0.14.2) on an MJX environment: `polc rl --engine brax`.
 
     result = train_brax(policy, params, "door_mjx", BraxConfig(num_envs=8, timesteps=20_000), "rl_brax/")
 
-brax runs `evals` epochs; after each one it hands us the params
+brax runs `evals` epochs (with `evals` > 1 it first evaluates the start
+params, the curve's first point; with 1 it only evaluates at the end, which
+saves compiling the evaluation a second time: brax 0.14.2 under jax 0.9.2
+compiles it again for its second call); after each epoch it hands us the params
 (`policy_params_fn`) and then the metrics of a deterministic evaluation on
 `eval_envs` environments (`progress_fn`): return, the environment's metric
 (door_mjx: the episode's minimum handle-to-goal distance, summed from its
@@ -303,7 +306,7 @@ class _Run:
         c = self.config
         return ppo.train(
             environment=env, num_timesteps=remaining, num_envs=c.num_envs, episode_length=c.episode_length,
-            num_evals=evals + 1, num_eval_envs=c.eval_envs, deterministic_eval=True,
+            num_evals=evals + 1 if evals > 1 else 1, num_eval_envs=c.eval_envs, deterministic_eval=True,
             learning_rate=c.learning_rate, entropy_cost=c.entropy_cost, discounting=c.discounting,
             unroll_length=c.unroll_length, batch_size=c.num_envs, num_minibatches=c.minibatches,
             num_updates_per_batch=c.updates_per_batch, clipping_epsilon=c.clipping_epsilon,
