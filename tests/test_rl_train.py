@@ -189,3 +189,22 @@ def test_rl_improves_the_toy_policy_past_a_threshold(tmp_path):
     after = evaluate(policy, load_params(str(tmp_path / PARAMS), policy), SPEC, seeds).mean
     assert before < -8.0
     assert after > -4.0, (before, after, [r["return_mean"] for r in result.log["log"]])
+
+
+def test_a_checkpoint_of_another_run_is_named_for_what_differs():
+    from polc.runtime.rl.checkpoint import other_run
+
+    meta = {"structure_sha256": "a", "policy": "p", "file": "p.pol", "env": "toy_reach",
+            "start_params": {"file": "fit.params", "sha256": "s"}}
+    same = dict(meta)
+    assert other_run("run", same, meta, [], check_start=True) is None
+    why = other_run("run", dict(meta, structure_sha256="b", policy="q", file="q.pol"), meta, [], True)
+    assert why.startswith("the run in 'run' trained policy \"q\" (q.pol), whose structure differs from \"p\"")
+    assert other_run("run", dict(meta, env="car_racing"), meta, [], True) == \
+        "the run in 'run' trained on \"car_racing\", not \"toy_reach\""
+    other_start = dict(meta, start_params={"file": None, "sha256": "t"})
+    assert "started from other params (the declared weights) than fit.params" in other_run("run", other_start, meta,
+                                                                                             [], True)
+    assert other_run("run", other_start, meta, [], check_start=False) is None
+    assert other_run("run", same, meta, ["lr 0.007 -> 0.01"], True).endswith("resume with the same ones "
+                                                                              "(lr 0.007 -> 0.01)")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -98,3 +98,23 @@ def load(directory: str, params_template: Any, opt_template: Any) -> tuple[Train
     state = TrainState(restore("p", params_template, "params"), restore("o", opt_template, "optimiser state"),
                        int(meta["updates"]), int(meta["resets"]), float(meta["elapsed"]))
     return state, meta
+
+
+def other_run(directory: str, saved: dict, meta: dict, differences: list[str], check_start: bool) -> Optional[str]:
+    """Why the run saved in `directory` (its meta `saved`) cannot be continued as the run
+    described by `meta`, or None. `differences` lists the settings that differ
+    ("lr 0.007 -> 0.01"); `check_start` also compares the start params. Shared by the
+    polc and brax engines, each raising its own error with the message."""
+    if saved.get("structure_sha256") != meta["structure_sha256"]:
+        return (f"the run in '{directory}' trained policy \"{saved.get('policy')}\" ({saved.get('file')}), whose "
+                f"structure differs from \"{meta['policy']}\" ({meta['file']}); resume with that file or start a "
+                f"new run in another directory")
+    if saved.get("env") != meta["env"]:
+        return f"the run in '{directory}' trained on \"{saved.get('env')}\", not \"{meta['env']}\""
+    was = saved.get("start_params", {})
+    if check_start and was.get("sha256") != meta["start_params"]["sha256"]:
+        return (f"the run in '{directory}' started from other params ({was.get('file') or 'the declared weights'}) "
+                f"than {meta['start_params'].get('file')}; resume without --params or with the same file")
+    if differences:
+        return f"the run in '{directory}' used other settings; resume with the same ones ({'; '.join(differences)})"
+    return None

@@ -232,22 +232,9 @@ def _resumed(directory: str, fresh: ckpt.TrainState, meta: dict, config: RLConfi
         state, saved = ckpt.load(directory, fresh.params, fresh.opt_state)
     except ckpt.CheckpointError as e:
         raise RLError(str(e)) from None
-    if saved.get("structure_sha256") != meta["structure_sha256"]:
-        raise RLError(f"the run in '{directory}' trained policy \"{saved.get('policy')}\" ({saved.get('file')}), "
-                      f"whose structure differs from \"{meta['policy']}\" ({meta['file']}); resume with that "
-                      f"file or start a new run in another directory")
-    if saved.get("env") != meta["env"]:
-        raise RLError(f"the run in '{directory}' trained on \"{saved.get('env')}\", not \"{meta['env']}\"")
-    was = saved.get("start_params", {})
-    if check_start and was.get("sha256") != meta["start_params"]["sha256"]:
-        origin = was.get("file") or "the declared weights"
-        raise RLError(f"the run in '{directory}' started from other params ({origin}) than "
-                      f"{meta['start_params'].get('file')}; resume without --params or with the same file")
-    old = RLConfig(**saved["config"])
-    diff = old.differences(config)
-    if diff:
-        raise RLError(f"the run in '{directory}' used other settings; resume with the same ones "
-                      f"({'; '.join(diff)})")
+    why = ckpt.other_run(directory, saved, meta, RLConfig(**saved["config"]).differences(config), check_start)
+    if why:
+        raise RLError(why)
     saved["config"] = asdict(config)  # the new budget
     return state, saved
 

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from ..checkpoint import other_run
 from .networks import BraxError, _brax, clip_to_policy, make_env, policy_network_factory, verify_actions
 
 PARAMS, LOG, CURVE, CHECKPOINT = "rl.params", "log.json", "curve.png", "brax_checkpoint.msgpack"
@@ -245,20 +246,9 @@ def _resumed(directory: str, templates, meta: dict, config: BraxConfig, check_st
     """The checkpoint's (normalizer, policy, value) and meta, after checking it belongs
     to this policy, environment, settings and (when `check_start`) start params."""
     trio, saved = load_checkpoint(directory, templates)
-    if saved.get("structure_sha256") != meta["structure_sha256"]:
-        raise BraxError(f"the run in '{directory}' trained policy \"{saved.get('policy')}\" ({saved.get('file')}), "
-                        f"whose structure differs from \"{meta['policy']}\" ({meta['file']}); resume with that "
-                        f"file or start a new run in another directory")
-    if saved.get("env") != meta["env"]:
-        raise BraxError(f"the run in '{directory}' trained on \"{saved.get('env')}\", not \"{meta['env']}\"")
-    if check_start and saved["start_params"].get("sha256") != meta["start_params"]["sha256"]:
-        origin = saved["start_params"].get("file") or "the declared weights"
-        raise BraxError(f"the run in '{directory}' started from other params ({origin}) than "
-                        f"{meta['start_params'].get('file')}; resume without --params or with the same file")
-    diff = config_from_json(saved["config"]).differences(config)
-    if diff:
-        raise BraxError(f"the run in '{directory}' used other settings; resume with the same ones "
-                        f"({'; '.join(diff)})")
+    why = other_run(directory, saved, meta, config_from_json(saved["config"]).differences(config), check_start)
+    if why:
+        raise BraxError(why)
     saved["config"] = asdict(config)  # the new budget
     saved["devices"] = meta["devices"]
     return trio, saved
