@@ -4,7 +4,6 @@ its accounting of LLM calls and resets, caching and resuming, and its refusals."
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,17 @@ METHODS = ["Expert demonstration", "MLP + IL", "MLP + RL, low (8 resets)", "MLP 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+def polc_in_repo(*argv: str) -> int:
+    """`polc ARGV` run from the checkout (the experiments read examples/ from there)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)
+        return polc(list(argv))
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("experiment") / "car_racing"
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        code = polc(["experiment", "car_racing", "--quick", "-q", "-o", str(out)])
-    finally:
-        os.chdir(cwd)
-    assert code == 0
+    assert polc_in_repo("experiment", "car_racing", "--quick", "-q", "-o", str(out)) == 0
     return out
 
 
@@ -80,12 +80,7 @@ def test_quick_car_racing_counts_llm_calls_and_resets_as_the_paper(quick_run):
 def test_rerunning_a_finished_experiment_reuses_every_step(quick_run, capsys):
     steps = sorted((quick_run / "steps").iterdir())
     before = {p.name: p.stat().st_mtime_ns for p in steps}
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        assert polc(["experiment", "car_racing", "--quick", "-q", "-o", str(quick_run)]) == 0
-    finally:
-        os.chdir(cwd)
+    assert polc_in_repo("experiment", "car_racing", "--quick", "-q", "-o", str(quick_run)) == 0
     err = capsys.readouterr().err
     assert "continuing the experiment" in err and "] done in" not in err
     assert {p.name: p.stat().st_mtime_ns for p in sorted((quick_run / "steps").iterdir())} == before
@@ -93,13 +88,7 @@ def test_rerunning_a_finished_experiment_reuses_every_step(quick_run, capsys):
 
 def test_a_directory_holding_another_experiment_is_refused(tmp_path, capsys):
     (tmp_path / "experiment.json").write_text(json.dumps({"task": "door", "budget": {"quick": False}}))
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        code = polc(["experiment", "car_racing", "--quick", "-q", "-o", str(tmp_path)])
-    finally:
-        os.chdir(cwd)
-    assert code == 1
+    assert polc_in_repo("experiment", "car_racing", "--quick", "-q", "-o", str(tmp_path)) == 1
     assert "holds another experiment (door, budget full" in capsys.readouterr().err
 
 
