@@ -9,19 +9,18 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .plan import Budget, Row, Task
-from .run import read_json, write_json
+from ..refine.rundir import read_json, write_json
+from ..refine.scores import mean_std, number
 
 RESULTS, TABLE, ROUNDS_PNG, CURVES_PNG = "results.json", "table.md", "rounds.png", "rl_curves.png"
 
 
 def _num(x: Optional[float], metric: Any) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.1f}" if metric.is_return else f"{x:.4f}"
+    return "-" if x is None else number(x, metric)
 
 
 def _pm(mean: Optional[float], std: Optional[float], metric: Any) -> str:
-    return "-" if mean is None else f"{_num(mean, metric)} ± {_num(std, metric)}"
+    return "-" if mean is None else mean_std(mean, std, metric)
 
 
 def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, metric: Any,

@@ -25,7 +25,6 @@ beside it: RL trains the sampled policy, IL fits the mean.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -33,22 +32,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..refine.rundir import read_json, write_json
 from .plan import Budget, Row, Structure, Task
 
 
 class ExperimentError(Exception):
     """The experiment cannot go on; the message says what failed and what is kept."""
-
-
-def write_json(path: Path, obj: Any) -> None:
-    from polc.files import write_atomic
-
-    write_atomic(str(path), json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
-
-
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 class Experiment:
@@ -70,6 +59,7 @@ class Experiment:
         self.folder = task_folder(task)
         self.demo = self._demo_path()
         self.seconds: dict[str, float] = {}
+        self._compiled: dict[str, Any] = {}  # structure key -> CompiledPolicy: one compile (and jit cache) per run
 
     # ---- steps --------------------------------------------------------------------------
 
@@ -192,9 +182,11 @@ class Experiment:
         return dest
 
     def _policy(self, s: Structure):
-        import polc
+        if s.key not in self._compiled:
+            import polc
 
-        return polc.load(str(self.out / "structures" / f"{s.key}.pol")).compile()
+            self._compiled[s.key] = polc.load(str(self.out / "structures" / f"{s.key}.pol")).compile()
+        return self._compiled[s.key]
 
     def _fitted(self, s: Structure, refinement: dict) -> str:
         """IL params of `s` (relative to the output directory). The refined structure's are
@@ -345,4 +337,4 @@ def digest_refinement(run: Path, metric: Any) -> dict:
     }
 
 
-__all__ = ["Experiment", "ExperimentError", "digest_refinement", "read_json", "write_json"]
+__all__ = ["Experiment", "ExperimentError", "digest_refinement"]
