@@ -40,8 +40,8 @@ CANDIDATES = {  # name -> (n_envs, asynchronous)
 
 
 def fitted(policy):
-    from polc.runtime.fit import FitConfig, fit, load_demos
-    from polc.runtime.table import read_table
+    from polc.runtime.il.train import FitConfig, fit, load_demos
+    from polc.runtime.io.table import read_table
 
     return fit(policy, load_demos(read_table(str(DEMO)), policy.program), FitConfig(restarts=1)).params
 

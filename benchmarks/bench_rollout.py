@@ -7,7 +7,7 @@ vectorised, and the Parquet settings of the trace, side by side.
    untraced (the packed actions), traced (one packed row per env: obs, latents,
    weights, means, actions, appended per env as the rollout does), and the naive
    tracer (the call returns dicts and each value is fetched separately).
-2. Whole rollouts (`polc.runtime.rollout`) of `--episodes` episodes on the
+2. Whole rollouts (`polc.runtime.trace.rollout`) of `--episodes` episodes on the
    first evaluation seeds: untraced and traced, 1 env (SyncVectorEnv) and
    2 envs (AsyncVectorEnv, a process each), steps/s of warm runs (compile and
    env start-up timed apart), interleaved repetitions, medians; the traced/untraced ratio (target <= 1.10),
@@ -38,7 +38,7 @@ def policy_call_candidates(policy, params, spec, batch: int):
     """name -> a callable doing one step's policy work for `batch` envs."""
     import jax
 
-    from polc.runtime.rollout import RolloutConfig, TraceLayout, make_step_fn
+    from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, make_step_fn
 
     layout = TraceLayout(policy.program, spec.schema)
     env = spec.make()
@@ -73,8 +73,8 @@ def policy_call_candidates(policy, params, spec, batch: int):
 def rollout_candidates(policy, params, spec, episodes: int):
     """name -> a callable running `episodes` episodes; each keeps its compiled step
     and its vector env across calls (start-up is timed apart)."""
-    from polc.runtime.evaluate import eval_seeds
-    from polc.runtime.rollout import Rollout, RolloutConfig
+    from polc.runtime.trace.evaluate import eval_seeds
+    from polc.runtime.trace.rollout import Rollout, RolloutConfig
 
     seeds = eval_seeds(spec, episodes)
     out, runners = {}, []
@@ -107,7 +107,7 @@ def time_rollouts(cands, reps: int) -> tuple[dict[str, list[float]], dict[str, l
 
 def startup_seconds(spec, n: int) -> float:
     """Wall time to make, reset and close the vector env a rollout of `n` envs uses."""
-    from polc.runtime.vector import make_vector_env
+    from polc.runtime.trace.vector import make_vector_env
 
     t0 = time.perf_counter()
     envs = make_vector_env(spec, n, asynchronous=n > 1)
@@ -120,9 +120,9 @@ def parquet_settings(policy, params, spec, rows: int, reps: int) -> dict:
     """Time and size of writing `rows` rows of a real trace: polc's writer vs pyarrow defaults."""
     import pyarrow.parquet as pq
 
-    from polc.runtime.evaluate import eval_seeds
-    from polc.runtime.rollout import RolloutConfig, TraceLayout, rollout
-    from polc.runtime.table import TableWriter, episode_table, schema_of
+    from polc.runtime.trace.evaluate import eval_seeds
+    from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, rollout
+    from polc.runtime.io.table import TableWriter, episode_table, schema_of
 
     episodes = []
     rollout(policy, params, spec, eval_seeds(spec, 2), RolloutConfig(), episodes.append)
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
 
     import polc
     from polc.runtime import envs
-    from polc.runtime.params import load_params
+    from polc.runtime.io.params import load_params
 
     print(common.header("bench_rollout: compiled policy on polc/CarRacing-v0"))
     load = common.LoadMeter()

@@ -96,7 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _env_diagnostics(program, env: str) -> list[Diagnostic]:
     try:
-        mod = importlib.import_module("polc.runtime.schema")
+        mod = importlib.import_module("polc.runtime.envs")
     except ImportError:
         raise UsageError("polc: --env needs the polc runtime, which is not installed.") from None
     return mod.check_against_env(program.typed, env)

@@ -13,7 +13,7 @@ from typing import Callable, Sequence, Union
 
 import pytest
 
-from polc.runtime import toy
+from polc.runtime.envs import toy
 from polc.runtime.llm import Message, Reply, render
 from polc.runtime.refine.loop import Loop, load_task
 from polc.runtime.refine.rundir import RunDir

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from polc.cli import main
-from polc.runtime import envs, toy
+from polc.runtime.envs import registry, toy
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """A policy, its demonstration, and a trace of it (written by `polc rollout`)."""
-    envs._REGISTRY.setdefault(toy.NAME, toy.SPEC)
+    registry._REGISTRY.setdefault(toy.NAME, toy.SPEC)
     d = tmp_path_factory.mktemp("analyze")
     pol, other = d / "reach.pol", d / "other.pol"
     pol.write_text(toy.reach_policy(kp=0.3, kd=0.1, std=0.3))

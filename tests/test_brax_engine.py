@@ -105,7 +105,7 @@ def test_deterministic_action_is_the_compiled_mean_and_log_prob_agrees(toy_polic
 def test_door_policy_wrapped_mean_equals_compiled_mean():
     policy = polc.load(DOOR_POL).compile()
     params = policy.init(jax.random.PRNGKey(0))
-    from polc.runtime.table import read_table
+    from polc.runtime.io.table import read_table
 
     table = read_table(DOOR_DEMO)
     flat = np.concatenate([table.column("obs." + f.name).reshape(500, -1) for f in DOOR_MJX.obs], axis=1)[:50]
@@ -140,7 +140,7 @@ def test_toy_training_changes_params_keeps_constraints_and_resumes(toy_policy, t
     log = json.loads((tmp_path / "run" / "log.json").read_text())
     assert log["timesteps"] >= 2400 and log["devices"] == 1 and len(log["log"]) == 1  # evals=1: the end only
     assert log["log"][0]["timesteps"] == log["timesteps"] and (tmp_path / "run" / "curve.png").stat().st_size > 0
-    from polc.runtime.params import load_params
+    from polc.runtime.io.params import load_params
 
     loaded = load_params(str(tmp_path / "run" / "rl.params"), toy_policy)
     np.testing.assert_allclose(np.asarray(loaded["k"]), np.asarray(first.params["k"]), rtol=1e-6)
@@ -222,7 +222,7 @@ def test_cpu_smoke_run_on_door_mjx_then_polc_eval(tmp_path, capsys):
     assert code == 0, err
     assert "2,560 timesteps on 1 device(s)" in err
     policy = polc.load(DOOR_POL).compile()
-    from polc.runtime.params import load_params
+    from polc.runtime.io.params import load_params
 
     before, after = load_params(fit, policy), load_params(os.path.join(out, "rl.params"), policy)
     assert any(not np.array_equal(np.asarray(before[k]), np.asarray(after[k])) for k in before)

@@ -306,8 +306,8 @@ class ShortCarRacing:
 def test_a_real_car_racing_rollout_end_to_end(tmp_path):
     import jax
 
-    from polc.runtime.rollout import RolloutConfig, TraceLayout, rollout
-    from polc.runtime.table import TableWriter
+    from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, rollout
+    from polc.runtime.io.table import TableWriter
 
     program = polc.load(str(EXAMPLES / "initial.pol"))
     policy = program.compile()

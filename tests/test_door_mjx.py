@@ -102,7 +102,7 @@ def test_the_expert_opens_the_door_on_unseen_seeds(env):
 
 
 def test_the_demo_is_the_expert_from_seed_0(env):
-    from polc.runtime.table import read_table
+    from polc.runtime.io.table import read_table
 
     table = read_table(DEMO)
     seen, acts = expert_actions(env, seed=0)

@@ -21,7 +21,7 @@ from polc.runtime import envs
 from polc.runtime.envs.door import (DOOR, DOOR_METRIC, GOAL_OFFSET, HANDLE_HI, HANDLE_LO, handle_to_target,
                                     observe, raw_action)
 from polc.runtime.envs.metric import RETURN
-from polc.runtime.evaluate import eval_seeds
+from polc.runtime.trace.evaluate import eval_seeds
 
 SPEC = envs.get("door")
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "door")
@@ -188,7 +188,7 @@ def test_metrics_of_the_registered_environments():
 
 
 def test_shipped_demonstration_is_one_expert_episode_from_seed_0():
-    from polc.runtime.table import read_table
+    from polc.runtime.io.table import read_table
 
     assert os.path.getsize(DEMO) < 200_000
     t = read_table(DEMO)

@@ -15,7 +15,7 @@ import polc
 from polc.diagnostics import render
 from polc.runtime.envs import get, names
 from polc.runtime.envs.schema import Field
-from polc.runtime.schema import check_against_env
+from polc.runtime.envs import check_against_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTIONS = """

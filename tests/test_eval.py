@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 
 import polc
-from polc.runtime import toy
-from polc.runtime.evaluate import eval_seeds, evaluate, render
-from polc.runtime.rollout import RolloutConfig, rollout
+from polc.runtime.envs import toy
+from polc.runtime.trace.evaluate import eval_seeds, evaluate, render
+from polc.runtime.trace.rollout import RolloutConfig, rollout
 
 
 @pytest.fixture(scope="module")

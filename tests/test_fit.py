@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 import polc
-from polc.runtime import toy
-from polc.runtime.fit import Demos, FitConfig, FitError, fit, load_demos, split
-from polc.runtime.rollout import RolloutConfig, TraceLayout, rollout
-from polc.runtime.table import TableWriter, read_table
+from polc.runtime.envs import toy
+from polc.runtime.il.train import Demos, FitConfig, FitError, fit, load_demos, split
+from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, rollout
+from polc.runtime.io.table import TableWriter, read_table
 
 TRUE = {"kp": 0.8, "kd": 0.6, "s": 0.1}
 # The defaults except for fewer restarts: an aggressive learning rate with early

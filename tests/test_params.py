@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import polc
-from polc.runtime.params import (ParamsError, load_params, node_hashes, params_sha256, save_params,
+from polc.runtime.io.params import (ParamsError, load_params, node_hashes, params_sha256, save_params,
                                  structure_sha256)
 
 SRC = '''policy p "a small policy"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from polc.runtime.plot import default_output, plot, resolve
-from polc.runtime.table import ColumnSpec, TableError, TableWriter, read_table, step_columns
+from polc.runtime.plot.figures import default_output, plot, resolve
+from polc.runtime.io.table import ColumnSpec, TableError, TableWriter, read_table, step_columns
 
 BODY = (ColumnSpec("obs.speed", (), "float32", "forward speed / 100", 0.0, 1.5),
         ColumnSpec("obs.wheel_speed", (4,), "float32", "wheel speeds", 0.0, 3.0),

@@ -13,7 +13,7 @@ import pytest
 from refine_helpers import ROOT, replay_bundled_session
 
 from polc.runtime.envs.metric import RETURN, Metric
-from polc.runtime.evaluate import EvalResult
+from polc.runtime.trace.evaluate import EvalResult
 from polc.runtime.llm import read_exchanges
 from polc.runtime.refine import context, replies, scores
 from polc.runtime.refine.loop import load_task

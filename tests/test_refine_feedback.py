@@ -12,7 +12,7 @@ from refine_helpers import ANALYSIS, FAST, STOP, revise, run_loop, tokens
 from polc.runtime.llm import render
 from polc.runtime.refine.context import table_csv
 from polc.runtime.refine.rundir import RunDir
-from polc.runtime.table import read_table
+from polc.runtime.io.table import read_table
 
 
 @pytest.fixture(scope="module")

@@ -160,7 +160,7 @@ def test_the_diagnostics_text_does_not_depend_on_where_the_run_is(task, tmp_path
     import shutil
 
     import polc
-    from polc.runtime.params import load_params
+    from polc.runtime.io.params import load_params
     from polc.runtime.refine.loop import builtin_diagnostics
     from polc.runtime.refine.work import Fitted
 

@@ -19,7 +19,7 @@ from refine_helpers import (ANALYSIS, BROKEN, GOOD, STOP, Crash, FakeUI, pol, re
 
 from polc.runtime.llm import read_exchanges
 from polc.runtime.refine.rundir import RunDir
-from polc.runtime.table import read_table
+from polc.runtime.io.table import read_table
 
 # Round 0 revises with a repair, round 1 stops: every phase of a round appears in round 0.
 ANSWERS = [ANALYSIS, revise(BROKEN), pol(GOOD), ANALYSIS, STOP]
@@ -69,7 +69,7 @@ def test_a_crash_in_a_later_round_keeps_the_earlier_ones(task, reference, tmp_pa
 
 KILLED_RUN = textwrap.dedent("""
     import sys
-    from polc.runtime import toy
+    from polc.runtime.envs import toy
     from polc.runtime.refine.loop import Loop, load_task
     from polc.runtime.refine.rundir import RunDir
     from polc.runtime.refine.scripted import Choice

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from polc.runtime import toy
-from polc.runtime.table import read_table
+from polc.runtime.envs import toy
+from polc.runtime.io.table import read_table
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import polc
-from polc.runtime import toy
+from polc.runtime.envs import toy
 from polc.runtime.rl.losses import (Transitions, advantages, batch_logp, group_normalise, reward_to_go, rl_loss,
                                     window_objective)
 

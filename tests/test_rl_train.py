@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import polc
-from polc.runtime import toy
-from polc.runtime.evaluate import evaluate
-from polc.runtime.params import load_params
+from polc.runtime.envs import toy
+from polc.runtime.trace.evaluate import evaluate
+from polc.runtime.io.params import load_params
 from polc.runtime.rl import checkpoint as ckpt
 from polc.runtime.rl.collect import Collector, RLError
 from polc.runtime.rl.losses import batch_logp

@@ -10,8 +10,8 @@ import pytest
 
 import polc
 from polc.diagnostics import PolError
-from polc.runtime import toy
-from polc.runtime.rollout import Rollout, RolloutConfig, TraceLayout, rollout
+from polc.runtime.envs import toy
+from polc.runtime.trace.rollout import Rollout, RolloutConfig, TraceLayout, rollout
 
 SPEC = toy.SPEC
 # Pushes right whenever the target is right of the start, so those episodes run off the

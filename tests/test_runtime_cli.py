@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from polc.runtime import toy
-from polc.runtime.table import read_table
+from polc.runtime.envs import toy
+from polc.runtime.io.table import read_table
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
 
@@ -121,7 +121,7 @@ def test_demonstration_without_the_policys_observations_fails_clearly(tmp_path, 
 @pytest.mark.slow
 def test_sigterm_keeps_finished_episodes_and_no_file_under_the_final_name(tmp_path, pol):
     trace = tmp_path / "trace.parquet"
-    script = ("import sys; from polc.runtime import toy; toy.register(); from polc.cli import main; "
+    script = ("import sys; from polc.runtime.envs import toy; toy.register(); from polc.cli import main; "
               f"sys.exit(main(['rollout', {pol!r}, '--env', 'toy_reach', '--episodes', '100000', '--n-envs', '1', "
               f"'-o', {str(trace)!r}, '-q']))")
     proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)

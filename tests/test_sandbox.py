@@ -13,14 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from polc.runtime import sandbox
-from polc.runtime.sandbox import Limits, SandboxUnavailable, run_analysis
+from polc.runtime.sandbox import process as sandbox
+from polc.runtime.sandbox.process import Limits, SandboxUnavailable, run_analysis
 
 # The wall-clock limit sits far above the CPU limit, so a loaded machine cannot
 # turn the CPU-limit kill into a wall-clock kill.
 LIMITS = Limits(cpu_seconds=3, wall_seconds=90, processes=32, file_bytes=1 << 20,
                 disk_bytes=16 << 20, output_bytes=4096)
-PROJECT = Path(sandbox.__file__).resolve().parent.parent
+PROJECT = Path(sandbox.__file__).resolve().parents[2]  # runtime/sandbox/process.py -> the checkout
 
 
 @pytest.fixture(scope="module")

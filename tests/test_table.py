@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from polc.runtime.table import ColumnSpec, TableError, TableWriter, read_table, step_columns
+from polc.runtime.io.table import ColumnSpec, TableError, TableWriter, read_table, step_columns
 
 BODY = (ColumnSpec("obs.speed", (), "float32", "forward speed", 0.0, 1.5),
         ColumnSpec("obs.tiles", (3, 2), "float32", "tiles ahead", -10.0, 10.0),

@@ -4,12 +4,12 @@ environment registered for the test, a PD policy file, and `polc(...)` run in-pr
 import pytest
 
 from polc.cli import main
-from polc.runtime import envs, toy
+from polc.runtime.envs import registry, toy
 
 
 @pytest.fixture(autouse=True)
 def toy_env(monkeypatch):
-    monkeypatch.setitem(envs._REGISTRY, toy.NAME, toy.SPEC)
+    monkeypatch.setitem(registry._REGISTRY, toy.NAME, toy.SPEC)
 
 
 @pytest.fixture

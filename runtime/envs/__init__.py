@@ -19,52 +19,14 @@ track it was fitted on. `spec.eval_seeds[:10]` are the usual 10 unseen seeds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol
-
 import gymnasium as gym
-import numpy as np
 
 from .car_racing import CAR_RACING
 from .door import DOOR, DOOR_METRIC, MAX_STEPS as _DOOR_STEPS
 from .door_mjx_scene import DOOR_MJX, DOOR_MJX_METRIC, MAX_STEPS as _DOOR_MJX_STEPS
 from .metric import RETURN, Metric
+from .registry import DEMO_SEEDS, EVAL_SEEDS, EnvSpec, Expert, add, check_against_env, get, names
 from .schema import EnvSchema, Field, check_program_against
-
-DEMO_SEEDS = range(0, 1000)
-EVAL_SEEDS = range(10_000, 20_000)
-
-
-class Expert(Protocol):
-    """A privileged controller: `act` may read the simulator through `env.unwrapped`."""
-
-    def reset(self) -> None: ...
-
-    def act(self, env: gym.Env) -> dict[str, np.ndarray]: ...
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """An environment polc knows: its schema, how to make it, its expert, and
-    how an episode is scored (`metric`: the return unless the paper says otherwise)."""
-
-    schema: EnvSchema
-    max_steps: int
-    _expert: Callable[[gym.Env], Expert]
-    demo_seeds: range = DEMO_SEEDS
-    eval_seeds: range = EVAL_SEEDS
-    metric: Metric = RETURN
-
-    @property
-    def name(self) -> str:
-        return self.schema.name
-
-    def make(self, seed: Optional[int] = None, render_mode: Optional[str] = None, **kw: Any) -> gym.Env:
-        """`gymnasium.make(schema.env_id)` with its time limit; `seed` seeds the first reset()."""
-        return gym.make(self.schema.env_id, render_mode=render_mode, seed=seed, **kw)
-
-    def expert(self, env: gym.Env) -> Expert:
-        return self._expert(env)
 
 
 def _car_racing_expert(env: gym.Env) -> Expert:
@@ -87,11 +49,9 @@ def _door_mjx_expert(env: gym.Env) -> Expert:
 
 _CAR_RACING_STEPS = 1000  # gymnasium's CarRacing-v3 TimeLimit; the return depends on it
 
-_REGISTRY: dict[str, EnvSpec] = {
-    "car_racing": EnvSpec(CAR_RACING, _CAR_RACING_STEPS, _car_racing_expert),
-    "door": EnvSpec(DOOR, _DOOR_STEPS, _door_expert, metric=DOOR_METRIC),
-    "door_mjx": EnvSpec(DOOR_MJX, _DOOR_MJX_STEPS, _door_mjx_expert, metric=DOOR_MJX_METRIC),
-}
+add(EnvSpec(CAR_RACING, _CAR_RACING_STEPS, _car_racing_expert))
+add(EnvSpec(DOOR, _DOOR_STEPS, _door_expert, metric=DOOR_METRIC))
+add(EnvSpec(DOOR_MJX, _DOOR_MJX_STEPS, _door_mjx_expert, metric=DOOR_MJX_METRIC))
 
 if CAR_RACING.env_id not in gym.registry:
     gym.register(id=CAR_RACING.env_id, entry_point="polc.runtime.envs.car_racing:SemanticCarRacing",
@@ -109,18 +69,5 @@ if DOOR_MJX.env_id not in gym.registry:
                  max_episode_steps=_DOOR_MJX_STEPS, disable_env_checker=True)
 
 
-def names() -> list[str]:
-    """The names `get` knows."""
-    return sorted(_REGISTRY)
-
-
-def get(name: str) -> EnvSpec:
-    """The environment called `name`; KeyError listing the known names otherwise."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f'unknown environment "{name}"; known: {", ".join(names())}') from None
-
-
-__all__ = ["EnvSchema", "EnvSpec", "Expert", "Field", "Metric", "RETURN", "check_program_against", "get",
-           "names", "DEMO_SEEDS", "EVAL_SEEDS"]
+__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "RETURN", "EnvSchema", "EnvSpec", "Expert", "Field", "Metric", "add",
+           "check_against_env", "check_program_against", "get", "names"]

@@ -4,7 +4,7 @@ The default is the undiscounted return (higher is better), Car Racing's metric.
 An environment whose paper reports something else describes it with a `Metric`:
 the door's is the minimum handle-to-target distance over the episode (lower is
 better). A metric is computed from an episode's step table (the columns
-`polc.runtime.table` writes: `obs.<name>` (T, *shape), `reward` (T,), ...), so
+`polc.runtime.io.table` writes: `obs.<name>` (T, *shape), `reward` (T,), ...), so
 the same function scores a live evaluation, a demonstration and a saved trace:
 
     score = metric.of_episode(columns)     # one float per episode

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from polc.cli import UsageError
+from .. import cli as rc
+from ..cli import UsageError
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
@@ -45,7 +46,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add `polc experiment` to the `polc` subcommands."""
-    from .. import commands as rc
     from .plan import TASKS
 
     c = sub.add_parser("experiment", help="the paper's Table 1 (car_racing) or Figure 5 (door), measured")
@@ -56,4 +56,4 @@ def register(sub: Any) -> None:
     c.add_argument("--llm", help="refine with this model (e.g. gemini:gemini-2.5-flash) instead of the "
                                  "bundled scripted session / the GEMINI_API_KEY default")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    c.set_defaults(func=rc._guard(cmd_experiment))
+    c.set_defaults(func=rc.guard(cmd_experiment))

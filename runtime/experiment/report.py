@@ -89,7 +89,7 @@ def plot_rounds(path: Path, task: Task, rows: Sequence[Row], refinement: dict, m
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ..plot import save_png
+    from ..plot.figures import save_png
 
     rounds = refinement["rounds"]
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
@@ -122,7 +122,7 @@ def plot_curves(path: Path, task: Task, out: Path, refinement: dict) -> Optional
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ..plot import save_png
+    from ..plot.figures import save_png
 
     fig = Figure(figsize=(7.0, 4.2), layout="constrained")
     ax = fig.add_subplot()

@@ -47,7 +47,7 @@ class Experiment:
                  say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
                  progress: bool = True):
         from .. import envs
-        from ..evaluate import eval_seeds
+        from ..trace.evaluate import eval_seeds
         from ..refine.envspec import ShortEpisodes
 
         self.task, self.budget, self.out, self.llm = task, budget, Path(out), llm
@@ -121,7 +121,7 @@ class Experiment:
     # ---- rows -----------------------------------------------------------------------------
 
     def _expert_row(self) -> Row:
-        from ..evaluate import evaluate_expert
+        from ..trace.evaluate import evaluate_expert
 
         def compute() -> dict:
             ev = evaluate_expert(self.spec, self.seeds)
@@ -194,15 +194,15 @@ class Experiment:
         path = self._structure_file(s, refinement)
 
         def compute() -> dict:
-            from ..params import save_params
+            from ..io.params import save_params
 
             dest = self.out / "fit" / f"{s.key}.params"
             dest.parent.mkdir(parents=True, exist_ok=True)
             if s.source == "refine":
                 shutil.copyfile(refinement["final_params"], dest)
                 return {"params": str(dest.relative_to(self.out)), "from": refinement["final_params"]}
-            from ..fit import FitConfig, fit, load_demos
-            from ..table import read_table
+            from ..il.train import FitConfig, fit, load_demos
+            from ..io.table import read_table
 
             policy = self._policy(s)
             b = self.budget
@@ -218,10 +218,10 @@ class Experiment:
 
     def _evaluated(self, name: str, s: Structure, params_file: str) -> dict:
         def compute() -> dict:
-            from ..evaluate import evaluate
-            from ..params import load_params
-            from ..rollout import RolloutConfig
-            from ..vector import default_n_envs
+            from ..trace.evaluate import evaluate
+            from ..io.params import load_params
+            from ..trace.rollout import RolloutConfig
+            from ..trace.vector import default_n_envs
 
             policy = self._policy(s)
             params = load_params(str(self.out / params_file), policy)
@@ -238,9 +238,9 @@ class Experiment:
         """RL of `s` from its IL params up to `resets`; the low budget's params are kept
         as rl/<key>/low.params and the high budget continues the same run."""
         def compute() -> dict:
-            from ..params import load_params
+            from ..io.params import load_params
             from ..rl.train import PARAMS, RLConfig, train
-            from ..vector import default_n_envs
+            from ..trace.vector import default_n_envs
 
             policy = self._policy(s)
             start = load_params(str(self.out / params_file), policy)

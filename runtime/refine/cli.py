@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from polc.cli import UsageError
+from ..cli import UsageError
 
 
 def _fail(message: str) -> int:
@@ -116,7 +116,7 @@ def _resumed_run(args: argparse.Namespace):
 
 def cmd_refine(args: argparse.Namespace) -> int:
     from ..llm import LLMError
-    from ..sandbox import SandboxUnavailable
+    from ..sandbox.process import SandboxUnavailable
     from .loop import Loop, RoundEnd, TaskError
     from .report import Progress
 
@@ -160,7 +160,7 @@ def _after_round(run: Any, loop: Any, notice: Any) -> None:
 
 
 def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
-    from ..table import read_table
+    from ..io.table import read_table
     from .report import figure_latents, table_text, write_summary
 
     history = loop.history

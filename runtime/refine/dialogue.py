@@ -99,7 +99,7 @@ class Dialogue:
     # ---- sandbox ------------------------------------------------------------------------
 
     def _run_analysis(self, code: str, n: int) -> tuple[str, str]:
-        from ..sandbox import Limits, run_analysis
+        from ..sandbox.process import Limits, run_analysis
 
         self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.py", code)
         self.loop.ui.phase(self.k, f"sandbox: running analysis {n}")
@@ -137,7 +137,7 @@ class Dialogue:
                                 pol=self.text.rstrip(), fit=fit)
 
     def _trace(self) -> Any:
-        from ..table import read_table
+        from ..io.table import read_table
 
         return read_table(str(self.d / "trace.parquet"))
 

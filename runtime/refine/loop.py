@@ -111,7 +111,7 @@ class Loop:
 
     def __init__(self, run: RunDir, task: Task, settings: Settings, choice: Choice, ui: Any,
                  on_round: Optional[Callable[["Loop"], None]] = None, backend: Optional[Any] = None):
-        from ..table import read_table
+        from ..io.table import read_table
 
         self.run_dir, self.task, self.settings, self.choice, self.ui = run, task, settings, choice, ui
         self.on_round = on_round
@@ -224,7 +224,7 @@ class Loop:
                                f"({regenerations} of {s.max_regenerations})")
                 program, text = self._regenerate(k, text, str(e), regenerations, call)
         m["regenerations"] = regenerations
-        from ..params import save_params, structure_sha256
+        from ..io.params import save_params, structure_sha256
 
         self.run_dir.write(f"{d.name}/policy.pol", text)
         save_params(str(d / "params.json"), fitted.policy, fitted.params, fitted.info)
@@ -255,7 +255,7 @@ class Loop:
         from polc import __version__
         from polc.emit import sha256
 
-        from ..params import params_sha256
+        from ..io.params import params_sha256
 
         s, d = self.settings, self.run_dir.round_dir(k)
         self.ui.phase(k, f"rollout: {len(self.seeds)} traced episode(s)")

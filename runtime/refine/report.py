@@ -180,7 +180,7 @@ def figure_returns(history: Sequence[dict], output: str, title: str, metric: Any
     ax.set_ylabel(scores.axis_label(metric, len(evaluated[0]["eval"]["seeds"])))
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=10)
-    from ..plot import save_png
+    from ..plot.figures import save_png
 
     return save_png(FigureCanvasAgg(fig), output)
 
@@ -251,6 +251,6 @@ def figure_latents(first: Any, last: Any, first_round: int, last_round: int, out
         ax.legend(fontsize=7, loc="upper right")
     axes[-1].set_xlabel("step (first traced episode)")
     fig.suptitle("latents before and after refinement", fontsize=10)
-    from ..plot import save_png
+    from ..plot.figures import save_png
 
     return save_png(FigureCanvasAgg(fig), output)

@@ -8,7 +8,7 @@
       latents.png          the paper's Figure 6: chosen latents, first round against last
       round_00/
         policy.pol         the structure of this round (after any regeneration)
-        params.json        its fitted weights (runtime.params format)
+        params.json        its fitted weights (polc.runtime.io.params format)
         trace.parquet      the traced rollout
         analysis_1.py      the analysis code the model wrote (analysis_2.py ... for TEST moves)
         analysis_1.txt     what it printed (or the sandbox's error)

@@ -80,7 +80,7 @@ def check(text: str, file: str, env: str) -> Checked:
     import polc
     from polc.diagnostics import render_all
 
-    from ..schema import check_against_env
+    from ..envs import check_against_env
 
     try:
         program = polc.loads(text, file)
@@ -122,7 +122,7 @@ def fit_program(program: Any, demo: Any, settings: Settings) -> Fitted:
     with the reason when no restart produced finite weights."""
     import numpy as np
 
-    from ..fit import FitConfig, FitError, fit, load_demos
+    from ..il.train import FitConfig, FitError, fit, load_demos
 
     policy = program.compile()
     config = FitConfig(restarts=settings.restarts, max_epochs=settings.max_epochs, patience=settings.patience)
@@ -144,9 +144,9 @@ def fit_program(program: Any, demo: Any, settings: Settings) -> Fitted:
 
 
 def rollout_config(settings: Settings, n: int, trace: bool):
-    from ..rollout import RolloutConfig
+    from ..trace.rollout import RolloutConfig
 
-    from ..vector import default_n_envs
+    from ..trace.vector import default_n_envs
 
     n_envs = settings.n_envs or default_n_envs(n)
     return RolloutConfig(n_envs=max(1, min(n_envs, n)), trace=trace)
@@ -171,8 +171,8 @@ def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, m
     the environment's metric of each, scored from the same step table."""
     import numpy as np
 
-    from ..rollout import TraceLayout, rollout
-    from ..table import TableWriter
+    from ..trace.rollout import TraceLayout, rollout
+    from ..io.table import TableWriter
 
     metric = metric_of(spec)
     scores = np.zeros(len(seeds))
@@ -195,7 +195,7 @@ def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, m
 def evaluate_returns(fitted: Fitted, spec: Any, settings: Settings):
     """The environment's metric (and the return) over the first `eval_episodes` unseen
     evaluation seeds: an `EvalResult`."""
-    from ..evaluate import eval_seeds, evaluate
+    from ..trace.evaluate import eval_seeds, evaluate
 
     seeds = eval_seeds(spec, settings.eval_episodes)
     return evaluate(fitted.policy, fitted.params, spec, seeds,

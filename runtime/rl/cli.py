@@ -18,7 +18,8 @@ import os
 import sys
 from typing import Any
 
-from polc.cli import UsageError
+from .. import cli as rc
+from ..cli import UsageError
 
 # (flag, RLConfig field, type, help): the settings a user may override.
 OVERRIDES = (
@@ -66,18 +67,17 @@ def cmd_rl(args: argparse.Namespace) -> int:
 def _cmd_rl_polc(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .. import commands as rc
     from .checkpoint import exists
     from .collect import RLError, verify_stochastic
     from .train import PARAMS, RLConfig, train
-    from ..vector import default_n_envs
+    from ..trace.vector import default_n_envs
 
-    spec = rc._env(args.env)
-    policy = rc._policy(args.file)
+    spec = rc.env_spec(args.env)
+    policy = rc.compile_policy(args.file)
     try:
         verify_stochastic(policy.program)
     except RLError as e:
-        return rc._fail(str(e))
+        return rc.fail(str(e))
     if args.resets < 0:
         raise UsageError("polc: --resets must be at least 0.")
     if args.resume and not exists(args.output):
@@ -94,13 +94,13 @@ def _cmd_rl_polc(args: argparse.Namespace) -> int:
         config.verify()
     except ValueError as err:
         raise UsageError(f"polc: {err}.") from None
-    params = rc._params(policy, args.params)
+    params = rc.params_for(policy, args.params)
     try:
-        with rc._sigterm_interrupts():
+        with rc.sigterm_interrupts():
             result = train(policy, params, spec, config, args.output, resume=args.resume,
                            start={"file": args.params}, progress=not args.quiet)
     except RLError as err:
-        return rc._fail(str(err))
+        return rc.fail(str(err))
     except KeyboardInterrupt:
         print(f"polc: interrupted; the last finished update is kept in {args.output} "
               f"(continue with --resume).", file=sys.stderr)
@@ -145,8 +145,7 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
     """`polc rl --engine brax` (see `polc.runtime.rl.brax`)."""
     from dataclasses import replace
 
-    from .. import commands as rc
-    from ..rollout import verify_compatible
+    from ..trace.rollout import verify_compatible
     from .brax import BRAX_ENVS, BraxConfig, BraxError, train_brax
     from .brax.train import CHECKPOINT, PARAMS, exists, saved_config
 
@@ -157,8 +156,8 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
         raise UsageError("polc: --engine brax needs --num-envs N and --timesteps T.")
     if args.num_envs < 1 or args.timesteps < 0:
         raise UsageError("polc: --num-envs must be at least 1 and --timesteps at least 0.")
-    spec = rc._env(args.env)
-    policy = rc._policy(args.file)
+    spec = rc.env_spec(args.env)
+    policy = rc.compile_policy(args.file)
     settings = {SHARED[k]: getattr(args, k) for k in SHARED if getattr(args, k) is not None}
     if args.evals is not None:
         if args.evals < 1:
@@ -186,13 +185,13 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise UsageError(f"polc: {err}.") from None
     verify_compatible(policy.program, spec.schema)
-    params = rc._params(policy, args.params)
+    params = rc.params_for(policy, args.params)
     try:
-        with rc._sigterm_interrupts():
+        with rc.sigterm_interrupts():
             result = train_brax(policy, params, args.env, config, args.output, resume=args.resume,
                                 start={"file": args.params}, progress=not args.quiet)
     except BraxError as err:
-        return rc._fail(str(err))
+        return rc.fail(str(err))
     except KeyboardInterrupt:
         print(f"polc: interrupted; the last finished epoch is kept in {args.output} ({CHECKPOINT}; "
               f"continue with --resume).", file=sys.stderr)
@@ -212,8 +211,6 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add `polc rl` to the `polc` subcommands."""
-    from .. import commands as rc
-
     c = sub.add_parser("rl", help="reinforcement learning from fitted params (the paper's objective)")
     c.add_argument("file", help="the .pol policy (every action must declare noise)")
     c.add_argument("--params", help="params to start from, e.g. from polc fit (default: the declared weights)")
@@ -234,4 +231,4 @@ def register(sub: Any) -> None:
     for flag, field, kind, text in OVERRIDES:
         c.add_argument(flag, dest=field, type=kind, default=None, help=text)
     c.add_argument("-q", "--quiet", action="store_true", help="no progress")
-    c.set_defaults(func=rc._guard(cmd_rl))
+    c.set_defaults(func=rc.guard(cmd_rl))

@@ -31,7 +31,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..rollout import Segment, TraceLayout, verify_compatible
+from ..trace.rollout import Segment, TraceLayout, verify_compatible
 
 
 class RLError(Exception):
@@ -133,12 +133,12 @@ class Collector:
         self.a_size = sum(s.size for s in self.actions)
         self.step_fn = _cached_step(policy, spec.schema)
         self.n_envs = max(1, n_envs)
-        self.asynchronous = bool(asynchronous)  # in-process by default: measured faster (`polc.runtime.vector`)
+        self.asynchronous = bool(asynchronous)  # in-process by default: measured faster (`polc.runtime.trace.vector`)
         self._envs = None
         self._n = 0
 
     def _vector_env(self, n: int):
-        from ..vector import make_vector_env
+        from ..trace.vector import make_vector_env
 
         if self._envs is not None and self._n != n:
             self.close()

@@ -12,7 +12,7 @@ def plot_curve(path: str, records: Sequence[dict], title: str, solved: Optional[
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ..plot import save_png
+    from ..plot.figures import save_png
 
     x = np.asarray([r["resets"] for r in records], float)
     mean = np.asarray([r["return_mean"] for r in records], float)

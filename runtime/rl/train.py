@@ -63,7 +63,7 @@ class RLConfig:
     seeds_per_update: int = 1         # groups per update: episodes of a group share an env seed
     seed: int = 0                     # the noise of the sampled actions
     n_envs: int = 1                   # environments stepped together (the same episodes up to float rounding)
-    asynchronous: bool = False        # step them in worker processes (slower for Car Racing: `polc.runtime.vector`)
+    asynchronous: bool = False        # step them in worker processes (slower for Car Racing: `polc.runtime.trace.vector`)
 
     # What a resumed run may change. Not n_envs: the batch size of the policy call
     # changes its float rounding, and a bit-for-bit resume needs the same calls.
@@ -176,7 +176,7 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
     from ({"file": ..., "sha256": ...}) for the log. Raises `RLError`."""
     import jax
 
-    from ..params import params_sha256, structure_sha256
+    from ..io.params import params_sha256, structure_sha256
 
     verify_stochastic(policy.program)
     config.verify()
@@ -260,9 +260,9 @@ def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, t
     the commit point, and a resumed run rewrites the others identically."""
     import json
 
-    from polc.cli import write_atomic
+    from polc.files import write_atomic
 
-    from ..params import save_params
+    from ..io.params import save_params
     from .curve import plot_curve
 
     os.makedirs(directory, exist_ok=True)

@@ -126,7 +126,7 @@ def policy_apply(policy, schema) -> Callable:
     import jax
     import jax.numpy as jnp
 
-    from ...rollout import TraceLayout
+    from ...trace.rollout import TraceLayout
     from ..collect import unflatten
 
     tp = policy.program

@@ -196,7 +196,7 @@ def train_brax(policy, params, env: Any, config: BraxConfig, directory: str, res
     registry) or a brax Env with its `schema` (and optional `metric`). Raises `BraxError`."""
     import jax
 
-    from ...params import params_sha256, structure_sha256
+    from ...io.params import params_sha256, structure_sha256
 
     spec_schema, spec_metric, env_name = _resolve(env, schema, metric)
     tp = policy.program
@@ -333,7 +333,7 @@ class _Run:
         """The params file, log and curve first, the checkpoint last (the commit point)."""
         from polc.files import write_atomic
 
-        from ...params import save_params
+        from ...io.params import save_params
 
         os.makedirs(self.directory, exist_ok=True)
         meta = self.meta
@@ -351,7 +351,7 @@ def plot_curve(path: str, records: list, metric: Any, title: str) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ...plot import save_png
+    from ...plot.figures import save_png
 
     x = np.asarray([r["timesteps"] for r in records], float)
     panels = [("return_mean", "return_std", "return (deterministic evaluation)")]

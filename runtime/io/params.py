@@ -186,7 +186,7 @@ def _tree(p: Any) -> Any:
 
 def save_params(path: str, policy, params: Mapping[str, Any], info: Optional[Mapping[str, Any]] = None) -> None:
     """Write a params file atomically (no half-written file under `path`)."""
-    from polc.cli import write_atomic
+    from polc.files import write_atomic
 
     write_atomic(path, to_json(policy, params, info))
 

@@ -1,50 +1,7 @@
-"""Built-in diagnostics of a rollout trace: the checks an analyst writes every time, done once.
-
-    report = builtin_report(program, "trace.parquet", params="fit.params", demo="demo.parquet")
-    report.findings          # (Finding(check, severity, subject, message), ...)
-    print(report.text())     # compact plain text for a person or an LLM, problems first
-
-No LLM and no JAX: everything is recomputed with the NumPy reference interpreter
-(`polc.reference`) on the logged states. The checks, in report order:
-
-    trace           the trace belongs to the program (columns, structure hash); partial runs
-    weights         every weight.* column constant within each episode (and across them);
-                    inside its constraint; equal to the params given
-    signs           constrained weights the fit pushed against their bound
-    intents         every `expect` checked ON THE DATA (see below)
-    reconstruction  every latent and action mean recomputed from the logged observations
-                    and weights, compared with the logged columns (max abs error)
-    obs_range       observations outside their declared ranges (fraction of steps, worst value)
-    branches        clip() always / never saturated, relu() never positive, if/where
-                    conditions and comparisons constant, min/max with one side never chosen,
-                    action means outside the action's range
-    latents         summary statistics of every latent and action mean
-    demo            the policy's actions against the demonstration's at matched states
-
-Intents on the data. For `expect T decreasing in V` the partial effect of V on T is
-measured at every logged state with the reference interpreter: the graph is cut at V
-(as the static analysis does), V is moved by +-h (h = 1e-3 of V's spread on the trace)
-with everything else at its logged value, and T is recomputed. A monotone T can never
-move the wrong way between V - h and V + h, however it bends (clip, relu, kinks), so
-any state where it does refutes the intent on the data; states where T does not move
-(a saturated clip) are counted as not responding. This was chosen over a rank
-correlation of V and T along the trace, which confounds V with everything that moves
-with it. The message also says whether the static analysis proves the intent once the
-weights are fixed to their fitted values. A range intent (`expect T in [a, b]`) is
-checked on the logged values of T.
-
-Severities: "error" (a claim or an invariant is false: non-finite values, a mismatch
-on reconstruction, an intent refuted on the data), "warning" (likely a problem: a
-weight at its bound, a dead branch, observations out of range, a drifting weight),
-"info" (worth knowing), "ok" (the check passed).
-
-Inputs. `program`: a `polc.Program` or a `TypedProgram`. `trace`, `demo`: a Parquet path
-or a pandas DataFrame in the step-table format (`polc.runtime.table`). `params`: None
-(weights from the trace's weight.* columns; mlp blocks then cannot be recomputed), a
-params file path, a params file's parsed JSON, or the runtime's params dict
-(UNCONSTRAINED values by weight name plus flax trees by mlp key, as `policy.init`,
-`fit` and `load_params` give). Bad inputs raise `DiagnosticsError` with one sentence.
-"""
+"""What every part of the built-in diagnostics shares (`polc.runtime.diagnostics`):
+the severities and checks, `Finding`, the inputs as arrays (`Steps`, `Params`) and
+how they are read from a trace, a params file or a DataFrame. Nothing here imports
+another module of the package, so every check can import it."""
 
 from __future__ import annotations
 
@@ -79,36 +36,6 @@ class Finding:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class Report:
-    """What `builtin_report` found. `findings` are in check order; `header` says what
-    was analysed; `tables` are pre-rendered blocks by check (the latent statistics, the
-    worst demo states); `data` holds the numbers behind them, JSON-able."""
-
-    findings: tuple[Finding, ...]
-    header: str = ""
-    tables: tuple[tuple[str, str], ...] = ()
-    data: Mapping[str, Any] = field(default_factory=dict, compare=False)
-
-    @property
-    def problems(self) -> tuple[Finding, ...]:
-        """Errors, then warnings, each in check order."""
-        return tuple(f for sev in ("error", "warning") for f in self.findings if f.severity == sev)
-
-    def counts(self) -> dict[str, int]:
-        return {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
-
-    def to_json(self) -> dict:
-        return {"header": self.header, "counts": self.counts(),
-                "findings": [f.to_json() for f in self.findings], "data": _jsonable(self.data)}
-
-    def text(self, budget: int = TEXT_BUDGET) -> str:
-        """Plain text, problems first, grouped by check; about `budget` characters at most."""
-        from .diagnostics_text import render
-
-        return render(self, budget)
 
 
 # ---- inputs -------------------------------------------------------------------------------
@@ -158,7 +85,7 @@ def load_steps(source: Union[str, os.PathLike, Any], tp: Optional[TypedProgram],
     """A trace or demonstration (path or DataFrame) as arrays shaped by `tp`'s declarations."""
     shapes = _shapes_wanted(tp) if tp is not None else {}
     if isinstance(source, (str, os.PathLike)):
-        from .table import TableError, read_table
+        from ..io.table import TableError, read_table
 
         try:
             table = read_table(os.fspath(source))
@@ -231,7 +158,7 @@ def load_params(params: Any, tp: TypedProgram) -> Params:
         return Params(None, None, "the trace's weight columns")
     source = "the params given"
     if isinstance(params, (str, os.PathLike)):
-        from .params import ParamsError, read_params
+        from ..io.params import ParamsError, read_params
 
         try:
             params, source = read_params(os.fspath(params)), os.fspath(params)
@@ -283,57 +210,5 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-# ---- the report -----------------------------------------------------------------------------
-
-
-def _typed(program: Any) -> TypedProgram:
-    if isinstance(program, TypedProgram):
-        return program
-    tp = getattr(program, "typed", None)
-    if isinstance(tp, TypedProgram):
-        return tp
-    raise DiagnosticsError(f"program must be a polc.Program or a TypedProgram, not {type(program).__name__}.")
-
-
-def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = None) -> Report:
-    """Run every built-in check on a rollout trace of `program` (see the module docstring).
-
-    Raises `DiagnosticsError` (one sentence) when the trace cannot be read or is not a
-    trace of this program, or the params or demonstration do not fit it."""
-    from . import diagnostics_checks as C, diagnostics_values as V
-
-    run_order = (C.check_trace, C.check_weights, C.check_signs, C.check_intents, V.check_reconstruction,
-                 V.check_obs_range, V.check_branches, V.check_latents)
-
-    tp = _typed(program)
-    steps = load_steps(trace, tp, "trace")
-    verify_trace_of(tp, steps)
-    p = load_params(params, tp)
-    demo_steps = load_steps(demo, tp, "demonstration") if demo is not None else None
-    ctx = C.Context.of(tp, steps, p)
-    findings: list[Finding] = []
-    tables: list[tuple[str, str]] = []
-    data: dict[str, Any] = {}
-    for check in run_order:
-        out = check(ctx)
-        findings += out.findings
-        tables += out.tables
-        data.update(out.data)
-    if demo_steps is not None:
-        from .diagnostics_demo import check_demo
-
-        out = check_demo(ctx, demo_steps)
-        findings += out.findings
-        tables += out.tables
-        data.update(out.data)
-    n_ep = len(np.unique(steps.episode))
-    header = (f"Diagnostics of policy {tp.name} on {steps.name}: {n_ep} episode{'s' if n_ep != 1 else ''}, "
-              f"{steps.rows} steps; weights from {p.source}"
-              + (f"; demonstration {demo_steps.name} ({demo_steps.rows} steps)" if demo_steps is not None else "")
-              + ".")
-    order = {c: i for i, c in enumerate(CHECKS)}
-    findings.sort(key=lambda f: order.get(f.check, len(order)))
-    return Report(tuple(findings), header, tuple(tables), data)
-
-
-__all__ = ["Finding", "Report", "DiagnosticsError", "builtin_report", "load_steps", "CHECKS", "SEVERITIES"]
+__all__ = ["CHECKS", "SEVERITIES", "TEXT_BUDGET", "DiagnosticsError", "Finding", "Params", "Steps", "as_sentence",
+           "load_params", "load_steps", "verify_trace_of"]

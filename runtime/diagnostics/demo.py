@@ -24,8 +24,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .diagnostics import DiagnosticsError, Finding, Steps
-from .diagnostics_checks import CheckOut, Context, num, pct
+from .base import DiagnosticsError, Finding, Steps
+from .checks import CheckOut, Context, num, pct
 
 K_WORST = 5
 SEPARATION = 10  # steps between two reported states of one episode

@@ -14,7 +14,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .table import ColumnSpec, TableWriter, step_columns
+from ..io.table import ColumnSpec, TableWriter, step_columns
 
 
 class DemoEpisode(NamedTuple):

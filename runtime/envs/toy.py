@@ -11,7 +11,7 @@ The expert is the PD controller `push = clip(KP * (target - pos) - KD * vel)`,
 so a Pol program of that structure can fit its gains back exactly.
 
 Not in the env registry by default: `register()` adds it as "toy_reach" to
-`polc.runtime.envs` (tests call it); `reach_policy()` is the matching Pol source.
+the registry of `polc.runtime.envs` (tests call it); `reach_policy()` is the matching Pol source.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 
-from .envs import EnvSpec
-from .envs.schema import EnvSchema, Field
+from .registry import EnvSpec, add
+from .schema import EnvSchema, Field
 
 NAME = "toy_reach"
 ENV_ID = "polc/ToyReach-v0"
@@ -102,7 +102,7 @@ def _expert(env: gym.Env) -> PDExpert:
 SPEC = EnvSpec(SCHEMA, MAX_STEPS, _expert)
 
 if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="polc.runtime.toy:PointMass", max_episode_steps=MAX_STEPS)
+    gym.register(id=ENV_ID, entry_point="polc.runtime.envs.toy:PointMass", max_episode_steps=MAX_STEPS)
 
 
 def reach_policy(kp: float = KP, kd: float = KD, std: float = 0.1, name: str = "reach") -> str:
@@ -122,8 +122,4 @@ action push : real in [-1, 1] = kp * err - kd * vel ~ normal(std = s)
 
 def register() -> EnvSpec:
     """Make "toy_reach" known to `polc.runtime.envs.get` (idempotent)."""
-    from . import envs
-
-    # The env registry has no public way to add an entry yet; this is the one place that reaches in.
-    envs._REGISTRY.setdefault(NAME, SPEC)
-    return SPEC
+    return add(SPEC)

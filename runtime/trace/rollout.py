@@ -1,5 +1,5 @@
 """Rollouts: run a compiled policy in N environments at once, optionally tracing
-everything it computes into a step table (see `polc.runtime.table`).
+everything it computes into a step table (see `polc.runtime.io.table`).
 
 One step of all N environments makes ONE call of a jitted, vmapped function.
 Traced or not, that call takes the observations of every environment packed in
@@ -19,7 +19,7 @@ depend only on its seed and the policy, not on N or on which slot ran it.
 Finished episodes are handed over in episode order.
 
 The environments run in this process (SyncVectorEnv; measured faster here,
-see `polc.runtime.vector`). With `asynchronous=True` they run in spawned
+see `polc.runtime.trace.vector`). With `asynchronous=True` they run in spawned
 processes (AsyncVectorEnv; not forked, since the parent runs JAX's threads).
 Spawning re-imports the main module, so such a script needs the usual
 `if __name__ == "__main__":` guard (the `polc` command has it).
@@ -37,7 +37,7 @@ from polc import typed as T
 from polc.diagnostics import PolError
 from polc.typed import TypedProgram
 
-from .table import ColumnSpec, step_columns
+from ..io.table import ColumnSpec, step_columns
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Segment(NamedTuple):
 
 def verify_compatible(tp: TypedProgram, schema: Any) -> None:
     """Raise `PolError` when the program's obs/actions do not fit the environment."""
-    from .envs.schema import check_program_against
+    from ..envs.schema import check_program_against
 
     errors = [d for d in check_program_against(tp, schema) if d.is_error]
     if errors:

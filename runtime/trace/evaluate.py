@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .envs.metric import RETURN, Metric
+from ..envs.metric import RETURN, Metric
 from .rollout import RolloutConfig, rollout
 
 

@@ -25,11 +25,11 @@ class _Bad(Exception):
 
 def _program(args: argparse.Namespace, metadata: dict):
     from polc import PolError, loads
-    from polc.cli import UsageError, _load
+    from ..cli import UsageError, load_program
 
     if args.policy:
         try:
-            return _load(args.policy)[0]
+            return load_program(args.policy)[0]
         except UsageError as e:
             raise _Bad(str(e).removeprefix("polc: ")) from None
     source = (metadata.get("policy") or {}).get("source")
@@ -43,8 +43,8 @@ def _program(args: argparse.Namespace, metadata: dict):
 
 def _metadata(path: str) -> dict:
     """The trace's run metadata, reading no column; a clear sentence if it is no table."""
-    from .diagnostics import as_sentence
-    from .table import TableError, read_table
+    from .base import as_sentence
+    from ..io.table import TableError, read_table
 
     try:
         return read_table(path, columns=[]).metadata
@@ -53,7 +53,8 @@ def _metadata(path: str) -> dict:
 
 
 def _builtin(args: argparse.Namespace) -> None:
-    from .diagnostics import DiagnosticsError, builtin_report
+    from .base import DiagnosticsError
+    from .report import builtin_report
 
     metadata = _metadata(args.trace) if not args.policy else {}
     try:
@@ -67,7 +68,7 @@ def _builtin(args: argparse.Namespace) -> None:
 
 
 def _user_code(args: argparse.Namespace) -> int:
-    from .sandbox import SandboxUnavailable, run_analysis
+    from ..sandbox.process import SandboxUnavailable, run_analysis
 
     try:
         with open(args.code, encoding="utf-8") as f:
@@ -101,7 +102,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 1
 
 
-def add_parser(sub: Any) -> None:
+def register(sub: Any) -> None:
     """Add `polc analyze` to the subcommands."""
     c = sub.add_parser("analyze", help="diagnostics of a rollout trace (built-in checks, or your own code)",
                        description="Built-in diagnostics of a trace (no LLM), or your own analysis code "
@@ -117,4 +118,4 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(func=cmd_analyze)
 
 
-__all__ = ["add_parser", "cmd_analyze"]
+__all__ = ["cmd_analyze", "register"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .diagnostics import CHECKS, SEVERITIES, Finding, Report
+from .base import CHECKS, SEVERITIES, Finding
 
 PASSED_ORDER = ("intents", "reconstruction", "weights", "signs", "obs_range", "branches", "demo", "trace")
 TABLED = ("latents",)  # checks whose passing findings the tables already show
@@ -56,7 +56,7 @@ def _size(lines: Sequence[str]) -> int:
     return sum(len(x) + 1 for x in lines)
 
 
-def render(report: Report, budget: int) -> str:
+def render(report, budget: int) -> str:
     text = _render(report, budget)
     for _ in range(3):  # the estimates above are close; trim until the text fits
         if len(text) <= budget:
@@ -65,7 +65,7 @@ def render(report: Report, budget: int) -> str:
     return text
 
 
-def _render(report: Report, budget: int) -> str:
+def _render(report, budget: int) -> str:
     c = report.counts()
     head = [report.header, f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s), "
                            f"{c['ok']} passed."]

@@ -31,7 +31,7 @@ import numpy as np
 from polc import typed as T
 
 from .losses import Batch, batch_loss, kind
-from .table import Table
+from ..io.table import Table
 
 
 class FitError(Exception):

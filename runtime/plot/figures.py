@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .table import Table, TableError, temporary_beside
+from ..io.table import Table, TableError, temporary_beside
 
 MAX_LINES = 12  # elements of an array column drawn without an index
 

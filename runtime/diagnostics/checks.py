@@ -18,7 +18,7 @@ import numpy as np
 from polc import reference, typed as T
 from polc.typed import TypedProgram
 
-from .diagnostics import Finding, Params, Steps
+from .base import Finding, Params, Steps
 
 REL_TOL, ABS_TOL = 1e-3, 1e-4  # reconstruction: float32 trace against the float64 reference
 AT_BOUND = 0.02  # a weight within 2% of its initial distance from a bound sits on it
@@ -160,7 +160,7 @@ class Context:
 
 
 def check_trace(ctx: Context) -> CheckOut:
-    from .params import structure_sha256
+    from ..io.params import structure_sha256
 
     tp, meta, out = ctx.tp, ctx.steps.metadata, []
     policy = meta.get("policy") or {}

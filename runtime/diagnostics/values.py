@@ -10,8 +10,8 @@ import numpy as np
 
 from polc import typed as T
 
-from .diagnostics import Finding
-from .diagnostics_checks import ABS_TOL, REL_TOL, CheckOut, Context, element, num, pct, source_text
+from .base import Finding
+from .checks import ABS_TOL, REL_TOL, CheckOut, Context, element, num, pct, source_text
 
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 

@@ -1,0 +1,148 @@
+"""What every runtime command shares, in the conventions of `polc.cli`: each command is
+`(args) -> exit code` (0 ok, 1 a failure the user must fix, 2 bad usage or unreadable
+input), messages on stderr, no tracebacks.
+
+    env_spec(name)              the environment, or a usage error listing the known ones
+    compile_policy(path)        parse, check and compile a .pol file (diagnostics -> exit 1)
+    params_for(policy, path)    a params file, or the declared weights when path is None
+    read_table_or_usage(path)   a Parquet table, or a usage error that says what is wrong
+    writing(writer)             a table that keeps its finished episodes when stopped early
+    guard(cmd)                  `Failure` -> exit 1 with its message
+    runner_flags(parser)        the flags of every command that runs a policy in an env
+
+Each part's `cli.py` imports this module; `polc.runtime.commands` registers them all.
+Imported by every `polc` invocation (to register the commands), so nothing heavy at
+module level: `polc check` must stay free of numpy/pyarrow/jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import os
+import sys
+from typing import Iterator, Optional
+
+from polc.cli import UsageError, _load as load_program
+
+def env_spec(name: str):
+    from . import envs
+
+    try:
+        return envs.get(name)
+    except KeyError:
+        raise UsageError(f'polc: unknown environment "{name}"; known: {", ".join(envs.names())}.') from None
+
+
+def fail(message: str) -> int:
+    print(f"polc: {message}", file=sys.stderr)
+    return 1
+
+
+def compile_policy(path: str):
+    program, _ = load_program(path)
+    return program.compile()
+
+
+def params_for(policy, path: Optional[str]):
+    from .io.params import ParamsError, load_params
+
+    if path is None:
+        import jax
+
+        return policy.init(jax.random.PRNGKey(0))
+    if not os.path.exists(path):
+        raise UsageError(f"polc: cannot read '{path}': no such file.")
+    try:
+        return load_params(path, policy)
+    except ParamsError as e:
+        raise Failure(str(e)) from None
+
+
+class Failure(Exception):
+    """A failure the user must fix: exit code 1 with this message."""
+
+
+def read_table_or_usage(path: str):
+    from .io.table import TableError, read_table
+
+    try:
+        return read_table(path)
+    except TableError as e:
+        raise UsageError(f"polc: {e}.") from None
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops the run the way Ctrl-C does, so finished episodes are kept."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def episode_progress(what: str, quiet: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
+                    TimeElapsedColumn(), console=Console(stderr=True), disable=quiet, transient=True)
+
+
+def env_meta(spec) -> dict:
+    return {"name": spec.schema.name, "id": spec.schema.env_id, "version": spec.schema.version,
+            "max_steps": spec.max_steps}
+
+
+@contextlib.contextmanager
+def writing(writer) -> Iterator:
+    """Close `writer` when the block ends normally. When it stops early (Ctrl-C,
+    SIGTERM, an error) the finished episodes go to the .partial.parquet file beside
+    the target, and the target is not written."""
+    with sigterm_interrupts():
+        try:
+            yield writer
+        except BaseException as e:
+            kept = writer.abort()
+            if kept:
+                print(f"polc: stopped; the {writer.episodes} finished episode(s) are in {kept} "
+                      f"({writer.path} was not written).", file=sys.stderr)
+            elif isinstance(e, KeyboardInterrupt):
+                print("polc: interrupted before the first episode finished; nothing written.", file=sys.stderr)
+            raise
+    writer.close()
+
+
+def guard(func):
+    """`Failure` -> exit code 1 with its message (the CLI handles the rest)."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except Failure as e:
+            return fail(str(e))
+
+    run.__name__ = func.__name__
+    return run
+
+
+def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> None:
+    c.add_argument("file", nargs="?" if file_optional else None, help="the .pol policy")
+    c.add_argument("--params", help="fitted params (default: the weights declared in the source)")
+    c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
+    c.add_argument("--n-envs", type=int, default=0, help="environments stepped together (default: every episode, up to 64)")
+    c.add_argument("--sample", action="store_true", help="sample the policy's noise instead of acting on means")
+    c.add_argument("--noise-seed", type=int, default=0, help="key of the sampled noise (with --sample)")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+__all__ = ["Failure", "UsageError", "compile_policy", "env_meta", "env_spec", "episode_progress", "fail", "guard",
+           "load_program", "params_for", "read_table_or_usage", "runner_flags", "sigterm_interrupts", "writing"]

@@ -1,0 +1,14 @@
+"""The files polc reads and writes besides `.pol` sources:
+
+    table.py    step tables (traces and demonstrations) in Parquet: ColumnSpec, TableWriter, read_table
+    params.py   params files (JSON): fitted weights by name, their hashes, the policy's structure
+
+Names are loaded on first use, so importing the package costs nothing (pyarrow waits for a table).
+"""
+
+import lazy_loader as lazy
+
+__getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
+    "table": ["ColumnSpec", "Table", "TableError", "TableWriter", "read_table", "step_columns"],
+    "params": ["ParamsError", "load_params", "params_sha256", "read_params", "save_params", "structure_sha256"],
+})

@@ -1,0 +1,158 @@
+"""`polc demos`, `polc rollout` and `polc eval`: an environment's expert, a traced
+policy, and the score over unseen seeds.
+
+    polc demos ENV --episodes N --seed S -o FILE.parquet
+    polc rollout FILE.pol [--params P] --env ENV --episodes N [--seed S] [--sample] -o TRACE.parquet
+    polc eval FILE.pol [--params P] --env ENV --seeds N [--json]     (or --expert instead of FILE)
+
+Without `--params`, a policy runs with the weights declared in its source (mlp
+weights drawn from key 0). Rollouts and demos stopped early (Ctrl-C, SIGTERM, an
+error) keep their finished episodes in `<stem>.partial.parquet` (`polc.runtime.io.table`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Optional
+
+from .. import cli as rc
+from ..cli import UsageError
+
+
+def cmd_demos(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from polc import __version__
+
+    from .demos import demo_columns, write_demos
+    from ..io.table import TableWriter
+
+    spec = rc.env_spec(args.env)
+    seeds = list(range(args.seed, args.seed + args.episodes))
+    demo = spec.demo_seeds
+    if args.episodes < 1 or seeds[0] not in demo or seeds[-1] not in demo:
+        raise UsageError(f"polc: demonstration seeds must lie in {demo.start}..{demo.stop - 1} (evaluation uses "
+                         f"seeds from {spec.eval_seeds.start}); got --seed {args.seed} --episodes {args.episodes}.")
+    meta = {"kind": "demonstration", "polc_version": __version__, "env": rc.env_meta(spec), "seeds": seeds,
+            "command": f"polc demos {args.env} --episodes {args.episodes} --seed {args.seed} -o {args.output}"}
+    writer = TableWriter(args.output, demo_columns(spec.schema), meta)
+    with rc.episode_progress("expert", args.quiet) as bar, rc.writing(writer):
+        task = bar.add_task("expert", total=len(seeds), last="")
+        episodes = write_demos(spec, seeds, writer, lambda ep: bar.update(
+            task, advance=1, last=f"seed {ep.seed}: return {ep.ret:.1f}"))
+    returns = [ep.ret for ep in episodes]
+    print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, expert return "
+          f"{np.mean(returns):.1f} ± {np.std(returns):.1f}", file=sys.stderr)
+    return 0
+
+
+def _rollout_config(args: argparse.Namespace, n: int, trace: bool):
+    from .rollout import RolloutConfig
+
+    from .vector import default_n_envs
+
+    n_envs = args.n_envs if args.n_envs else default_n_envs(n)
+    return RolloutConfig(n_envs=max(1, n_envs), sample=args.sample, noise_seed=args.noise_seed, trace=trace)
+
+
+def _seeds(spec, n: int, start: Optional[int]) -> list[int]:
+    """Rollout seeds: `start`, start+1, ... (any seeds) or the first evaluation seeds."""
+    from .evaluate import eval_seeds
+
+    if n < 1:
+        raise UsageError("polc: the number of episodes must be at least 1.")
+    return list(range(start, start + n)) if start is not None else eval_seeds(spec, n)
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from polc import __version__
+    from polc.emit import sha256
+
+    from ..io.params import params_sha256, structure_sha256
+    from .rollout import TraceLayout, rollout
+    from ..io.table import TableWriter
+
+    spec = rc.env_spec(args.env)
+    policy = rc.compile_policy(args.file)
+    params = rc.params_for(policy, args.params)
+    seeds = _seeds(spec, args.episodes, args.seed)
+    config = _rollout_config(args, len(seeds), trace=True)
+    tp = policy.program
+    meta = {"kind": "trace", "polc_version": __version__,
+            "policy": {"name": tp.name, "file": args.file, "sha256": sha256(tp), "structure_sha256":
+                       structure_sha256(tp), "source": tp.source},
+            "params": {"file": args.params, "sha256": params_sha256(params)},
+            "env": rc.env_meta(spec), "seeds": seeds, "actions": "sampled" if args.sample else "mean",
+            "noise_seed": args.noise_seed if args.sample else None}
+    writer = TableWriter(args.output, TraceLayout(tp, spec.schema).columns(), meta)
+    with rc.episode_progress("rollout", args.quiet) as bar, rc.writing(writer):
+        task = bar.add_task("rollout", total=len(seeds), last="")
+
+        def done(ep) -> None:
+            writer.write_episode(ep.columns)
+            bar.update(task, advance=1, last=f"seed {ep.seed}: return {ep.ret:.1f}")
+
+        result = rollout(policy, params, spec, seeds, config, done)
+    print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, return "
+          f"{result.returns.mean():.1f} ± {result.returns.std():.1f}", file=sys.stderr)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluate import eval_seeds, evaluate, evaluate_expert, render
+
+    if (args.file is None) == (not args.expert):
+        raise UsageError("polc: eval takes a .pol FILE, or --expert to evaluate the environment's expert.")
+    spec = rc.env_spec(args.env)
+    if args.seeds < 1:
+        raise UsageError("polc: the number of seeds must be at least 1.")
+    try:
+        seeds = eval_seeds(spec, args.seeds, args.seed_start)
+    except ValueError as e:
+        raise UsageError(f"polc: {e}.") from None
+    with rc.episode_progress("eval", args.quiet or args.json) as bar:
+        task = bar.add_task("eval", total=len(seeds), last="")
+        progress = lambda ep: bar.update(task, advance=1, last=f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
+        if args.expert:
+            result, what = evaluate_expert(spec, seeds, progress), {"policy": "expert"}
+        else:
+            policy = rc.compile_policy(args.file)
+            params = rc.params_for(policy, args.params)
+            result = evaluate(policy, params, spec, seeds, _rollout_config(args, len(seeds), trace=False), progress)
+            what = {"policy": args.file, "params": args.params, "actions": "sampled" if args.sample else "mean"}
+    if args.json:
+        print(json.dumps(result.to_json(**what), indent=1))
+    else:
+        from rich.console import Console
+
+        Console().print(render(result))
+        print(result.summary())
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add demos, rollout and eval to the `polc` subcommands."""
+    c = sub.add_parser("demos", help="run an environment's expert and write a demonstration table")
+    c.add_argument("env", help="environment name, e.g. car_racing")
+    c.add_argument("--episodes", type=int, default=1)
+    c.add_argument("--seed", type=int, default=0, help="seed of the first episode (demonstration seeds: 0..999)")
+    c.add_argument("-o", "--output", required=True, help="the .parquet table to write")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    c.set_defaults(func=rc.guard(cmd_demos))
+
+    c = sub.add_parser("rollout", help="run a policy and write a trace of everything it computes")
+    rc.runner_flags(c)
+    c.add_argument("--episodes", type=int, default=10)
+    c.add_argument("--seed", type=int, help="seed of the first episode (default: the first evaluation seeds)")
+    c.add_argument("-o", "--output", required=True, help="the .parquet trace to write")
+    c.set_defaults(func=rc.guard(cmd_rollout))
+
+    c = sub.add_parser("eval", help="mean ± std return over unseen seeds")
+    rc.runner_flags(c, file_optional=True)
+    c.add_argument("--expert", action="store_true", help="evaluate the environment's expert instead of a policy")
+    c.add_argument("--seeds", type=int, default=10, help="number of evaluation seeds")
+    c.add_argument("--seed-start", type=int, help="first seed (default: the environment's first eval seed)")
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
+    c.set_defaults(func=rc.guard(cmd_eval))
