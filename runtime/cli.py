@@ -123,12 +123,19 @@ def writing(writer) -> Iterator:
 
 
 def guard(func):
-    """`Failure` -> exit code 1 with its message (the CLI handles the rest)."""
+    """`Failure`, and a policy's non-finite action (`envs.NonFiniteAction`: the episode
+    has no score), -> exit code 1 with its message (the CLI handles the rest)."""
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
         except Failure as e:
             return fail(str(e))
+        except ValueError as e:
+            from .envs.finite import NonFiniteAction  # loaded only on this path: gymnasium is heavy
+
+            if isinstance(e, NonFiniteAction):
+                return fail(str(e) + ".")
+            raise
 
     run.__name__ = func.__name__
     return run

@@ -24,6 +24,7 @@ import gymnasium as gym
 from .car_racing import CAR_RACING
 from .door import DOOR, DOOR_METRIC, MAX_STEPS as _DOOR_STEPS
 from .door_mjx_scene import DOOR_MJX, DOOR_MJX_METRIC, MAX_STEPS as _DOOR_MJX_STEPS
+from .finite import NonFiniteAction
 from .metric import RETURN, Metric
 from .registry import DEMO_SEEDS, EVAL_SEEDS, EnvSpec, Expert, add, check_against_env, get, names
 from .schema import EnvSchema, Field, check_program_against
@@ -69,5 +70,5 @@ if DOOR_MJX.env_id not in gym.registry:
                  max_episode_steps=_DOOR_MJX_STEPS, disable_env_checker=True)
 
 
-__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "RETURN", "EnvSchema", "EnvSpec", "Expert", "Field", "Metric", "add",
+__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "RETURN", "EnvSchema", "EnvSpec", "Expert", "Field", "Metric", "NonFiniteAction", "add",
            "check_against_env", "check_program_against", "get", "names"]

@@ -13,6 +13,7 @@ import numpy as np
 from polc.diagnostics import Diagnostic
 from polc.typed import TypedProgram
 
+from .finite import FiniteActions
 from .metric import RETURN, Metric
 from .schema import EnvSchema, check_program_against, unknown_env
 
@@ -45,8 +46,9 @@ class EnvSpec:
         return self.schema.name
 
     def make(self, seed: Optional[int] = None, render_mode: Optional[str] = None, **kw: Any) -> gym.Env:
-        """`gymnasium.make(schema.env_id)` with its time limit; `seed` seeds the first reset()."""
-        return gym.make(self.schema.env_id, render_mode=render_mode, seed=seed, **kw)
+        """`gymnasium.make(schema.env_id)` with its time limit; `seed` seeds the first reset().
+        A non-finite action raises `NonFiniteAction` instead of stepping it (`finite.py`)."""
+        return FiniteActions(gym.make(self.schema.env_id, render_mode=render_mode, seed=seed, **kw))
 
     def expert(self, env: gym.Env) -> Expert:
         return self._expert(env)

@@ -75,7 +75,14 @@ class Experiment:
                 self.say(f"polc: step '{name}' has an unreadable result ({e}); running it again.")
         self.say(f"[{name}] {what}")
         t = time.monotonic()
-        result = compute()
+        try:
+            result = compute()
+        except ValueError as e:  # a score of NaN actions is no score: the step fails, nothing is cached
+            from ..envs.finite import NonFiniteAction  # only on this path: the envs import gymnasium
+
+            if isinstance(e, NonFiniteAction):
+                raise ExperimentError(f"step '{name}' failed: {e}") from None
+            raise
         result["seconds"] = round(time.monotonic() - t, 1)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, result)
