@@ -38,7 +38,7 @@ def test_demos_fit_rollout_eval_plot(tmp_path, pol, capsys):
                         "--n-envs", "1", "-o", trace, "-q")
     assert code == 0 and "3 episode(s), 150 steps" in err
     t = read_table(trace)
-    assert t.metadata["kind"] == "trace" and t.metadata["seeds"] == [10_000, 10_001, 10_002]
+    assert t.metadata["kind"] == "trace" and t.metadata["seeds"] == [0, 1, 2] and t.metadata["seed_kind"] == "training"
     assert t.metadata["policy"]["source"] == Path(pol).read_text() and len(t.metadata["policy"]["sha256"]) == 64
     assert t.metadata["params"]["file"] == params and len(t.metadata["params"]["sha256"]) == 64
     assert t.metadata["env"] == {"name": "toy_reach", "id": toy.ENV_ID, "version": "1", "max_steps": 50}

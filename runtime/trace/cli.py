@@ -57,13 +57,25 @@ def _rollout_config(args: argparse.Namespace, n: int, trace: bool):
     return RolloutConfig(n_envs=max(1, n_envs), sample=args.sample, noise_seed=args.noise_seed, trace=trace)
 
 
-def _seeds(spec, n: int, start: Optional[int]) -> list[int]:
-    """Rollout seeds: `start`, start+1, ... (any seeds) or the first evaluation seeds."""
+def _seeds(spec, n: int, start: Optional[int], evaluation: bool) -> tuple[list[int], str]:
+    """Rollout seeds and their kind: `start`, start+1, ... when given; else the first
+    evaluation seeds with `--eval-seeds`; else the first training seeds (the range
+    demonstrations come from), so that tuning on traces never sees the tracks that
+    `polc eval` reports as unseen."""
     from .evaluate import eval_seeds
 
     if n < 1:
         raise UsageError("polc: the number of episodes must be at least 1.")
-    return list(range(start, start + n)) if start is not None else eval_seeds(spec, n)
+    if start is not None and evaluation:
+        raise UsageError("polc: give --seed or --eval-seeds, not both.")
+    if start is not None:
+        seeds = list(range(start, start + n))
+    elif evaluation:
+        seeds = eval_seeds(spec, n)
+    else:
+        seeds = list(spec.demo_seeds[:n])
+    kinds = {"training" if s in spec.demo_seeds else "evaluation" if s in spec.eval_seeds else "other" for s in seeds}
+    return seeds, kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
@@ -77,14 +89,15 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     spec = rc.env_spec(args.env)
     policy = rc.compile_policy(args.file)
     params = rc.params_for(policy, args.params)
-    seeds = _seeds(spec, args.episodes, args.seed)
+    seeds, seed_kind = _seeds(spec, args.episodes, args.seed, args.eval_seeds)
     config = _rollout_config(args, len(seeds), trace=True)
     tp = policy.program
     meta = {"kind": "trace", "polc_version": __version__,
             "policy": {"name": tp.name, "file": args.file, "sha256": sha256(tp), "structure_sha256":
                        structure_sha256(tp), "source": tp.source},
             "params": {"file": args.params, "sha256": params_sha256(params)},
-            "env": rc.env_meta(spec), "seeds": seeds, "actions": "sampled" if args.sample else "mean",
+            "env": rc.env_meta(spec), "seeds": seeds, "seed_kind": seed_kind,
+            "actions": "sampled" if args.sample else "mean",
             "noise_seed": args.noise_seed if args.sample else None}
     writer = TableWriter(args.output, TraceLayout(tp, spec.schema).columns(), meta)
     with rc.episode_progress("rollout", args.quiet) as bar, rc.writing(writer):
@@ -145,7 +158,9 @@ def register(sub: Any) -> None:
     c = sub.add_parser("rollout", help="run a policy and write a trace of everything it computes")
     rc.runner_flags(c)
     c.add_argument("--episodes", type=int, default=10)
-    c.add_argument("--seed", type=int, help="seed of the first episode (default: the first evaluation seeds)")
+    c.add_argument("--seed", type=int, help="seed of the first episode (default: the first training seeds, 0 up)")
+    c.add_argument("--eval-seeds", action="store_true",
+                   help="run on the first evaluation seeds instead (the ones polc eval reports as unseen)")
     c.add_argument("-o", "--output", required=True, help="the .parquet trace to write")
     c.set_defaults(func=rc.guard(cmd_rollout))
 
