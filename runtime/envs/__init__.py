@@ -50,8 +50,8 @@ def _door_mjx_expert(env: gym.Env) -> Expert:
 
 _CAR_RACING_STEPS = 1000  # gymnasium's CarRacing-v3 TimeLimit; the return depends on it
 
-add(EnvSpec(CAR_RACING, _CAR_RACING_STEPS, _car_racing_expert))
-add(EnvSpec(DOOR, _DOOR_STEPS, _door_expert, metric=DOOR_METRIC))
+add(EnvSpec(CAR_RACING, _CAR_RACING_STEPS, _car_racing_expert, solved_at=900.0))
+add(EnvSpec(DOOR, _DOOR_STEPS, _door_expert, metric=DOOR_METRIC, success="success"))  # metaworld's info flag
 add(EnvSpec(DOOR_MJX, _DOOR_MJX_STEPS, _door_mjx_expert, metric=DOOR_MJX_METRIC))
 
 if CAR_RACING.env_id not in gym.registry:

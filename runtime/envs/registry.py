@@ -32,7 +32,8 @@ class Expert(Protocol):
 @dataclass(frozen=True)
 class EnvSpec:
     """An environment polc knows: its schema, how to make it, its expert, and
-    how an episode is scored (`metric`: the return unless the paper says otherwise)."""
+    how an episode is scored (`metric`: the return unless the paper says otherwise;
+    `solved_at` and `success` when the environment defines them)."""
 
     schema: EnvSchema
     max_steps: int
@@ -40,6 +41,12 @@ class EnvSpec:
     demo_seeds: range = DEMO_SEEDS
     eval_seeds: range = EVAL_SEEDS
     metric: Metric = RETURN
+    # The score at or above which an episode counts as solved (Car Racing: 900,
+    # gymnasium's reward_threshold); `polc eval` reports the share of episodes there.
+    solved_at: Optional[float] = None
+    # The info key of a per-step success flag (Meta-World's "success"): an episode
+    # succeeds when any of its steps reports it; `polc eval` reports the success rate.
+    success: Optional[str] = None
 
     @property
     def name(self) -> str:
