@@ -1,7 +1,7 @@
 """`polc demos`, `polc rollout` and `polc eval`: an environment's expert, a traced
 policy, and the score over unseen seeds.
 
-    polc demos ENV --episodes N --seed S -o FILE.parquet
+    polc demos ENV --episodes N --seed S [--perturb SIGMA] -o FILE.parquet
     polc rollout FILE.pol [--params P] --env ENV --episodes N [--seed S] [--sample] -o TRACE.parquet
     polc eval FILE.pol [--params P] --env ENV --seeds N [--json]     (or --expert instead of FILE)
 
@@ -26,7 +26,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
 
     from polc import __version__
 
-    from .demos import demo_columns, write_demos
+    from .demos import demo_columns, parse_perturb, write_demos
     from ..io.table import TableWriter
 
     spec = rc.env_spec(args.env)
@@ -35,15 +35,27 @@ def cmd_demos(args: argparse.Namespace) -> int:
     if args.episodes < 1 or seeds[0] not in demo or seeds[-1] not in demo:
         raise UsageError(f"polc: demonstration seeds must lie in {demo.start}..{demo.stop - 1} (evaluation uses "
                          f"seeds from {spec.eval_seeds.start}); got --seed {args.seed} --episodes {args.episodes}.")
+    perturb = None
+    if args.perturb is not None:
+        try:
+            perturb = parse_perturb(args.perturb, [f.name for f in spec.schema.actions], args.noise_seed)
+        except ValueError as e:
+            raise UsageError(f"polc: {e}.") from None
+    command = f"polc demos {args.env} --episodes {args.episodes} --seed {args.seed}"
+    if perturb is not None:
+        command += f" --perturb {args.perturb} --noise-seed {args.noise_seed}"
     meta = {"kind": "demonstration", "polc_version": __version__, "env": rc.env_meta(spec), "seeds": seeds,
-            "command": f"polc demos {args.env} --episodes {args.episodes} --seed {args.seed} -o {args.output}"}
-    writer = TableWriter(args.output, demo_columns(spec.schema), meta)
+            "command": f"{command} -o {args.output}"}
+    if perturb is not None:
+        meta["perturb"] = perturb.meta()
+    writer = TableWriter(args.output, demo_columns(spec.schema, perturb is not None), meta)
     with rc.episode_progress("expert", args.quiet) as bar, rc.writing(writer):
         task = bar.add_task("expert", total=len(seeds), last="")
         episodes = write_demos(spec, seeds, writer, lambda ep: bar.update(
-            task, advance=1, last=f"seed {ep.seed}: return {ep.ret:.1f}"))
+            task, advance=1, last=f"seed {ep.seed}: return {ep.ret:.1f}"), perturb)
     returns = [ep.ret for ep in episodes]
-    print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, expert return "
+    what = "perturbed expert return" if perturb is not None else "expert return"
+    print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, {what} "
           f"{np.mean(returns):.1f} ± {np.std(returns):.1f}", file=sys.stderr)
     return 0
 
@@ -151,6 +163,11 @@ def register(sub: Any) -> None:
     c.add_argument("env", help="environment name, e.g. car_racing")
     c.add_argument("--episodes", type=int, default=1)
     c.add_argument("--seed", type=int, default=0, help="seed of the first episode (demonstration seeds: 0..999)")
+    c.add_argument("--perturb", metavar="SIGMA",
+                   help="recovery data (DART): step the environment with the expert's action plus N(0, SIGMA^2) "
+                        "noise (clipped to the action's range) and record the expert's action; SIGMA for every "
+                        "action, or NAME=SIGMA,... for some")
+    c.add_argument("--noise-seed", type=int, default=0, help="key of the --perturb noise")
     c.add_argument("-o", "--output", required=True, help="the .parquet table to write")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=rc.guard(cmd_demos))
