@@ -150,3 +150,69 @@ def test_node_hashes_and_params_hash_are_stable():
     assert params_sha256(p) == params_sha256(jax.tree.map(np.asarray, p))
     q = dict(p, k=p["k"] + 1.0)
     assert params_sha256(q) != params_sha256(p)
+
+
+def _saved_doc(tmp_path):
+    path = tmp_path / "p.params"
+    policy = compile_(SRC)
+    save_params(str(path), policy, policy.init(jax.random.PRNGKey(0)))
+    return path, policy, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["weights"].update(k=True), r"weight \"k\" is true, not a number"),
+    (lambda d: d["weights"].update(k="4.8"), r"weight \"k\" is the string \"4.8\", not a number"),
+    (lambda d: d["weights"].update(k=None), r"weight \"k\" is null, not a number"),
+    (lambda d: d["weights"].update(v=[0.5, "x"]), r"weight \"v\"\[1\] is the string \"x\""),
+    (lambda d: d["weights"].update(v=[0.5, [0.1]]), r"weight \"v\" is not a regular array"),
+    (lambda d: d["weights"].update(v=[]), r"weight \"v\" is an empty list"),
+    (lambda d: d["weights"].update(k=1e39), r"weight \"k\" is 1e\+39; params must be finite float32 numbers"),
+    (lambda d: d["weights"].update(k=10 ** 400), r"weight \"k\" is an integer of 401 digits"),
+    (lambda d: d["mlps"]["z.mlp"]["Dense_0"].__setitem__("bias", [False] * 4),
+     r"mlp \"z.mlp\" Dense_0/bias\[0\] is false, not a number"),
+    (lambda d: d["mlps"].update({"z.mlp": [1, 2]}), r"mlp \"z.mlp\" is list, not a number; an mlp block is an object"),
+    (lambda d: d.update(mlps=[]), r"\"mlps\" must be an object"),
+])
+def test_values_that_are_not_finite_numbers_are_refused(tmp_path, edit, message):
+    path, policy, doc = _saved_doc(tmp_path)
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ParamsError, match=message) as e:
+        load_params(str(path), policy)
+    assert str(e.value).startswith(f"'{path}': ")
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_values_are_refused_in_weights_and_mlps(tmp_path, literal):
+    path, policy, doc = _saved_doc(tmp_path)
+    text = json.dumps(doc)
+    kernel = json.dumps(doc["mlps"]["z.mlp"]["Dense_1"]["kernel"])
+    first = kernel[:kernel.index(",")].lstrip("[")  # the first number of the kernel
+    path.write_text(text.replace(kernel, kernel.replace(first, literal, 1)))
+    with pytest.raises(ParamsError, match=r'mlp "z.mlp" Dense_1/kernel\[0\]\[0\] is (nan|inf|-inf); params must be'):
+        load_params(str(path), policy)
+    doc["weights"]["k"] = float(literal.lower().replace("infinity", "inf"))
+    path.write_text(json.dumps(doc))  # json writes NaN / Infinity literals, which json.load accepts
+    with pytest.raises(ParamsError, match=r'weight "k" is (nan|inf|-inf); params must be finite'):
+        load_params(str(path), policy)
+
+
+def test_deeply_nested_params_file_is_a_clear_error(tmp_path):
+    path, policy, doc = _saved_doc(tmp_path)
+    path.write_text('{"polc_params": 1, "weights": {"k": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+    with pytest.raises(ParamsError, match="nested too deeply to read"):
+        load_params(str(path), policy)
+    doc["weights"]["k"] = json.loads("[" * 70 + "1" + "]" * 70)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ParamsError, match=r'weight "k" nests lists more than 64 deep'):
+        load_params(str(path), policy)
+
+
+def test_a_nan_params_file_is_a_failure_of_the_command_naming_the_weight(tmp_path):
+    from polc.runtime.cli import Failure, params_for
+
+    path, policy, doc = _saved_doc(tmp_path)
+    doc["weights"]["k"] = float("nan")
+    path.write_text(json.dumps(doc))
+    with pytest.raises(Failure, match=r'p.params\': weight "k" is nan'):  # exit 1 through rc.guard
+        params_for(policy, str(path))

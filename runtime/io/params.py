@@ -205,40 +205,104 @@ def read_params(path: str) -> dict:
         raise ParamsError(f"cannot read '{path}': {e}") from None
     except ValueError as e:
         raise ParamsError(f"'{path}' is not a polc params file: invalid JSON ({e})") from None
+    except RecursionError:
+        raise ParamsError(f"'{path}' is not a polc params file: its JSON is nested too deeply to read "
+                          f"(a params file nests at most {MAX_DEPTH} levels)") from None
     if not isinstance(doc, dict) or doc.get("polc_params") != FORMAT or not isinstance(doc.get("weights"), dict):
         raise ParamsError(f"'{path}' is not a polc params file (format {FORMAT} with \"weights\")")
+    if not isinstance(doc.get("mlps", {}), dict):
+        raise ParamsError(f"'{path}': \"mlps\" must be an object of mlp blocks by key")
     return doc
 
 
-def _shape_of(v: Any) -> Optional[tuple[int, ...]]:
-    try:
-        a = np.asarray(v, np.float64)
-    except (ValueError, TypeError):
-        return None
-    return a.shape if a.dtype != object else None
+MAX_DEPTH = 64  # array dimensions a params value may nest (numpy's own limit)
+F32_MAX = float(np.finfo(np.float32).max)
 
 
-def _layout_diff(tp: TypedProgram, doc: dict, mlp_shapes: Mapping[str, Any]) -> list[str]:
-    """Weights and mlps that the file and the program do not share (name or shape)."""
+def _type_name(v: Any) -> str:
+    if isinstance(v, bool):
+        return f"{'true' if v else 'false'}, not a number"
+    if isinstance(v, str):
+        return f"the string {json.dumps(v[:40])}, not a number"
+    if v is None:
+        return "null, not a number"
+    if isinstance(v, dict):
+        return "an object, not a number or a list of numbers"
+    return f"{type(v).__name__}, not a number"
+
+
+def _values(v: Any, what: str, path: str) -> np.ndarray:
+    """`v` (a number or a nest of equal-length lists of numbers) as a float64 array; a
+    `ParamsError` naming `what` and the position of the first value that is not a finite
+    number representable in float32, or of the first ragged list."""
+    def walk(x: Any, at: str, depth: int) -> Any:
+        if isinstance(x, list):
+            if depth >= MAX_DEPTH:
+                raise ParamsError(f"'{path}': {what} nests lists more than {MAX_DEPTH} deep")
+            if not x:
+                raise ParamsError(f"'{path}': {what}{at} is an empty list")
+            items = [walk(e, f"{at}[{i}]", depth + 1) for i, e in enumerate(x)]
+            shape = items[0].shape
+            for i, e in enumerate(items):
+                if e.shape != shape:
+                    raise ParamsError(f"'{path}': {what} is not a regular array: {what}{at}[{i}] has shape "
+                                      f"{e.shape} but {what}{at}[0] has shape {shape}")
+            return np.stack(items)
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ParamsError(f"'{path}': {what}{at} is {_type_name(x)}")
+        try:
+            f = float(x)
+        except OverflowError:  # an integer beyond float64
+            f = math.inf
+        if not (math.isfinite(f) and abs(f) <= F32_MAX):
+            shown = x if isinstance(x, float) else f"an integer of {len(str(abs(x)))} digits"
+            raise ParamsError(f"'{path}': {what}{at} is {shown}; params must be finite float32 numbers "
+                              f"(at most about 3.4e38 in magnitude)")
+        return np.asarray(f, np.float64)
+
+    return walk(v, "", 0)
+
+
+def _mlp_tree(tree: Any, key: str, path: str, at: str = "", depth: int = 0) -> Any:
+    """An mlp block's params (nested objects of arrays) with every leaf checked by `_values`."""
+    if isinstance(tree, dict):
+        if depth >= 8:
+            raise ParamsError(f"'{path}': mlp \"{key}\" nests objects more than 8 deep")
+        return {k: _mlp_tree(v, key, path, f"{at}/{k}", depth + 1) for k, v in tree.items()}
+    return _values(tree, f'mlp "{key}" {at.lstrip("/") or "value"}', path)
+
+
+def _checked_values(doc: dict, path: str) -> tuple[dict, dict]:
+    """The file's weights and mlps with every value checked (see `_values`)."""
+    weights = {name: _values(v, f'weight "{name}"', path) for name, v in doc["weights"].items()}
+    mlps = {}
+    for key, tree in (doc.get("mlps") or {}).items():
+        if not isinstance(tree, dict):
+            raise ParamsError(f"'{path}': mlp \"{key}\" is {_type_name(tree)}; an mlp block is an object "
+                              f"of layers")
+        mlps[key] = _mlp_tree(tree, key, path)
+    return weights, mlps
+
+
+def _layout_diff(tp: TypedProgram, weights: Mapping[str, np.ndarray], mlps: Mapping[str, Any],
+                 mlp_shapes: Mapping[str, Any]) -> list[str]:
+    """Weights and mlps that the file (its checked values) and the program do not share (name or shape)."""
     out: list[str] = []
-    weights = {w.name: w for w in tp.weights}
-    for name in sorted(set(doc["weights"]) - set(weights)):
+    declared = {w.name: w for w in tp.weights}
+    for name in sorted(set(weights) - set(declared)):
         out.append(f'the file has weight "{name}", which the program does not declare')
-    for name, w in weights.items():
-        if name not in doc["weights"]:
+    for name, w in declared.items():
+        if name not in weights:
             out.append(f'weight "{name}" ({w.type}) is missing from the file')
-            continue
-        shape = _shape_of(doc["weights"][name])
-        if shape != w.type.shape:
-            out.append(f'weight "{name}" is declared {w.type} but the file holds shape {shape}')
-    file_mlps = doc.get("mlps") or {}
-    for key in sorted(set(file_mlps) - set(mlp_shapes)):
+        elif weights[name].shape != w.type.shape:
+            out.append(f'weight "{name}" is declared {w.type} but the file holds shape {weights[name].shape}')
+    for key in sorted(set(mlps) - set(mlp_shapes)):
         out.append(f'the file has mlp "{key}", which the program does not have')
     for key, shapes in mlp_shapes.items():
-        if key not in file_mlps:
+        if key not in mlps:
             out.append(f'mlp "{key}" is missing from the file')
-        elif _shapes(file_mlps[key]) != shapes:
-            out.append(f'mlp "{key}" has layer shapes {_shapes(file_mlps[key])} in the file '
+        elif _shapes(mlps[key]) != shapes:
+            out.append(f'mlp "{key}" has layer shapes {_shapes(mlps[key])} in the file '
                        f'but {shapes} in the program')
     return out
 
@@ -258,7 +322,7 @@ def _node_diff(tp: TypedProgram, doc: dict) -> list[str]:
 def _shapes(tree: Any) -> Any:
     if isinstance(tree, Mapping):
         return {k: _shapes(v) for k, v in sorted(tree.items())}
-    return _shape_of(tree)
+    return tuple(np.shape(tree))
 
 
 def _inside(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -274,7 +338,9 @@ def _inside(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
 def load_params(path: str, policy, allow_structure_change: bool = False) -> dict:
     """Read a params file into `policy`'s unconstrained params (ready for `apply`).
 
-    Raises `ParamsError` when the file is not a params file, when its weights or
+    Raises `ParamsError` when the file is not a params file, when a value is not a
+    finite float32 number (true, "4.8", NaN, 1e39, a ragged or too deeply nested list:
+    naming the weight or mlp leaf and the position), when its weights or
     mlps do not match the program's (naming each difference), when a value lies
     outside its weight's constraint, or, unless `allow_structure_change`, when
     the structure hash differs (naming the latents and actions that changed)."""
@@ -283,10 +349,11 @@ def load_params(path: str, policy, allow_structure_change: bool = False) -> dict
 
     tp: TypedProgram = policy.program
     doc = read_params(path)
+    weights, mlps = _checked_values(doc, path)
     template = jax.eval_shape(policy.init, jax.random.PRNGKey(0))
     mlp_shapes = {k: _shapes(jax.tree.map(lambda s: np.zeros(s.shape), v))
                   for k, v in template.items() if tp.decl(k) is None}
-    diff = _layout_diff(tp, doc, mlp_shapes)
+    diff = _layout_diff(tp, weights, mlps, mlp_shapes)
     if not diff and not allow_structure_change:
         diff = _node_diff(tp, doc)
     if diff:
@@ -296,14 +363,12 @@ def load_params(path: str, policy, allow_structure_change: bool = False) -> dict
                           + "\n".join("  - " + d for d in shown) + "\nRefit with `polc fit`.")
     params: dict[str, Any] = {}
     for w in tp.weights:
-        v = np.asarray(doc["weights"][w.name], np.float64)
-        bad = ~np.isfinite(v) | (v < w.lo) | (v > w.hi)
-        if bad.any():
+        v = weights[w.name]
+        if ((v < w.lo) | (v > w.hi)).any():
             raise ParamsError(f"'{path}': weight \"{w.name}\" = {doc['weights'][w.name]} is outside its "
                               f"constraint [{w.lo}, {w.hi}]")
         params[w.name] = jnp.asarray(_unconstrain(v, w.lo, w.hi))
     for key in mlp_shapes:
-        params[key] = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), doc["mlps"][key],
-                                   is_leaf=lambda x: isinstance(x, list))
+        params[key] = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), mlps[key])
     return params
 
