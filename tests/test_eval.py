@@ -1,10 +1,13 @@
 """Evaluation: unseen seeds disjoint from the demonstration seeds, mean ± std,
-per-seed results, JSON."""
+per-seed results, JSON, the share of episodes at the spec's "solved" score and
+the success rate read from the env's info flags."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
+import gymnasium as gym
 import jax
 import numpy as np
 import pytest
@@ -12,7 +15,8 @@ from rich.console import Console
 
 import polc
 from polc.runtime.envs import toy
-from polc.runtime.trace.evaluate import eval_seeds, evaluate, render
+from polc.runtime.envs.metric import Metric
+from polc.runtime.trace.evaluate import EvalResult, eval_seeds, evaluate, render
 from polc.runtime.trace.rollout import RolloutConfig, rollout
 
 
@@ -53,3 +57,83 @@ def test_rendered_table_has_a_row_per_seed_and_the_mean(policy):
     text = console.export_text()
     assert "10000" in text and "10001" in text
     assert f"{result.mean:.1f} ± {result.std:.1f}" in text
+
+
+def test_share_solved_counts_episodes_at_or_above_the_threshold():
+    returns = np.array([950.0, 900.0, 899.99, 120.0])
+    result = EvalResult("car_racing", np.arange(10_000, 10_004), returns, np.full(4, 1000), solved_at=900.0)
+    assert result.solved.tolist() == [True, True, False, False]  # 900 itself is solved
+    assert result.solved_share == 0.5
+    assert "; 50% at or above 900 (2/4)" in result.summary()
+    doc = result.to_json()
+    assert doc["solved_at"] == 900.0 and doc["solved_share"] == 0.5
+    assert [r["solved"] for r in doc["per_seed"]] == [True, True, False, False]
+    lower = EvalResult("door", np.arange(2), np.zeros(2), np.full(2, 500), scores=np.array([0.01, 0.3]),
+                       metric=Metric("d", "d", False, "m", reduce="min"), solved_at=0.08)
+    assert lower.solved.tolist() == [True, False]  # lower is better: at or below
+    plain = EvalResult("toy", np.arange(2), returns[:2], np.full(2, 50))
+    assert plain.solved is None and plain.solved_share is None and plain.success_rate is None
+    assert "solved" not in plain.to_json() and "success_rate" not in plain.to_json()
+
+
+def test_evaluate_takes_the_solved_threshold_from_the_env_spec(policy):
+    params = policy.init(jax.random.PRNGKey(0))
+    seeds = eval_seeds(toy.SPEC, 6)
+    plain = evaluate(policy, params, toy.SPEC, seeds)
+    cut = float(np.median(plain.returns))
+    result = evaluate(policy, params, dataclasses.replace(toy.SPEC, solved_at=cut), seeds)
+    assert result.solved_at == cut and np.array_equal(result.returns, plain.returns)
+    assert result.solved_share == pytest.approx(np.mean(plain.returns >= cut)) and 0 < result.solved_share < 1
+
+
+class Reached(gym.Wrapper):
+    """The toy env, reporting info["reached"] on steps where the mass is within 0.1 of its target."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        e = self.env.unwrapped
+        return obs, reward, terminated, truncated, {**info, "reached": abs(e.target - e.pos) < 0.1}
+
+
+class ReachedSpec:
+    """toy.SPEC whose env reports success; evaluate reads the flag through `success`."""
+
+    success = "reached"
+
+    def make(self, *args, **kw):
+        return Reached(toy.SPEC.make(*args, **kw))
+
+    def __getattr__(self, name):
+        return getattr(toy.SPEC, name)
+
+
+def reached_by_hand(policy, params, seed: int) -> bool:
+    """Whether any step of the episode with `seed` reports success, stepping the env here."""
+    env = ReachedSpec().make()
+    obs, _ = env.reset(seed=seed)
+    act = jax.jit(lambda o: policy.distribution(params, o)[0])
+    ok, done = False, False
+    while not done:
+        a = {k: np.asarray(v) for k, v in act({k: np.asarray(v) for k, v in obs.items()}).items()}
+        obs, _, term, trunc, info = env.step(a)
+        ok, done = ok or info["reached"], term or trunc
+    return ok
+
+
+@pytest.mark.parametrize("n_envs", [1, 3])
+def test_success_rate_is_the_share_of_episodes_with_a_successful_step(policy, n_envs):
+    # weak gains: the mass reaches only the nearer targets, so some episodes succeed and some do not
+    weak = polc.loads(toy.reach_policy(kp=0.4, kd=1.0), "weak.pol", analyze=False).compile()
+    params = weak.init(jax.random.PRNGKey(0))
+    seeds = eval_seeds(toy.SPEC, 8)  # more seeds than envs: slots run several episodes and idle reruns
+    result = evaluate(weak, params, ReachedSpec(), seeds, RolloutConfig(n_envs=n_envs))
+    expected = [reached_by_hand(weak, params, s) for s in seeds]
+    assert result.successes.tolist() == expected and 0 < sum(expected) < len(expected)
+    assert result.success_rate == pytest.approx(np.mean(expected))
+    doc = result.to_json()
+    assert doc["success_rate"] == round(np.mean(expected), 4)
+    assert [r["success"] for r in doc["per_seed"]] == expected
+    assert f"success rate {np.mean(expected):.2f} ({sum(expected)}/8)" in result.summary()
+    console = Console(record=True, width=120)
+    console.print(render(result))
+    assert "success" in console.export_text()

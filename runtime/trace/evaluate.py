@@ -6,13 +6,23 @@ them. The score of an episode is the environment's `metric`: the undiscounted
 return unless it says otherwise (the door: the minimum handle-to-target
 distance, lower is better, computed from each episode's step table).
 Reported: the mean and the (population, ddof=0) standard deviation of the
-scores, and a per-seed table (with the return beside any other metric).
+scores, and a per-seed table (with the return beside any other metric). Where
+the environment spec defines them, also:
+
+- `solved_at` (Car Racing: 900): the share of episodes whose score is at or
+  above it (CarRacing counts as solved at an average of 900 over 100 tracks);
+- `success` (the door: Meta-World's `info["success"]`): an episode succeeds when
+  any of its steps reports success (`metaworld.evaluation` ends an episode at
+  its first success and counts it), and the success rate is the share of
+  episodes that did. The flag is read from the env's info dict by a wrapper
+  (`SuccessLog`), so those episodes run in this process.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
+import gymnasium as gym
 import numpy as np
 
 from ..envs.metric import RETURN, Metric
@@ -26,6 +36,8 @@ class EvalResult(NamedTuple):
     lengths: np.ndarray  # (E,) int64
     scores: Optional[np.ndarray] = None  # (E,) float64: the metric per episode; None when it is the return
     metric: Metric = RETURN
+    solved_at: Optional[float] = None    # the spec's "solved" score (Car Racing: 900)
+    successes: Optional[np.ndarray] = None  # (E,) bool: the env reported success in the episode
 
     @property
     def values(self) -> np.ndarray:
@@ -40,6 +52,26 @@ class EvalResult(NamedTuple):
     def std(self) -> float:
         return float(np.std(self.values))
 
+    @property
+    def solved(self) -> Optional[np.ndarray]:
+        """(E,) bool: the episode's score is at or above `solved_at` (at or below it
+        for a lower-is-better metric); None without a threshold."""
+        if self.solved_at is None:
+            return None
+        v = self.values
+        return v >= self.solved_at if self.metric.higher_is_better else v <= self.solved_at
+
+    @property
+    def solved_share(self) -> Optional[float]:
+        """The share of episodes at the "solved" score, in [0, 1]; None without a threshold."""
+        solved = self.solved
+        return None if solved is None else float(np.mean(solved))
+
+    @property
+    def success_rate(self) -> Optional[float]:
+        """The share of episodes in which the env reported success; None if it reports none."""
+        return None if self.successes is None else float(np.mean(self.successes))
+
     def to_json(self, **extra: Any) -> dict:
         out = {"env": self.env, "episodes": len(self.seeds), "mean_return": round(float(np.mean(self.returns)), 2),
                "std_return": round(float(np.std(self.returns)), 2),
@@ -50,15 +82,29 @@ class EvalResult(NamedTuple):
                        mean=round(self.mean, 4), std=round(self.std, 4))
             for row, v in zip(out["per_seed"], self.values):
                 row[self.metric.key] = round(float(v), 4)
+        if self.solved_at is not None:
+            out.update(solved_at=self.solved_at, solved_share=round(self.solved_share, 4))
+            for row, ok in zip(out["per_seed"], self.solved):
+                row["solved"] = bool(ok)
+        if self.successes is not None:
+            out.update(success_rate=round(self.success_rate, 4))
+            for row, ok in zip(out["per_seed"], self.successes):
+                row["success"] = bool(ok)
         return {**out, **extra}
 
     def summary(self) -> str:
         n = len(self.seeds)
         if self.metric.is_return:
-            return f"{self.env}: return {self.mean:.1f} ± {self.std:.1f} over {n} unseen seeds"
-        unit = f" {self.metric.unit}" if self.metric.unit else ""
-        return (f"{self.env}: {self.metric.name} {self.mean:.4f} ± {self.std:.4f}{unit} over {n} unseen seeds "
-                f"({self.metric.direction})")
+            text = f"{self.env}: return {self.mean:.1f} ± {self.std:.1f} over {n} unseen seeds"
+        else:
+            unit = f" {self.metric.unit}" if self.metric.unit else ""
+            text = (f"{self.env}: {self.metric.name} {self.mean:.4f} ± {self.std:.4f}{unit} over {n} unseen seeds "
+                    f"({self.metric.direction})")
+        if self.solved_at is not None:
+            text += f"; {self.solved_share:.0%} at or above {self.solved_at:g} ({int(np.sum(self.solved))}/{n})"
+        if self.successes is not None:
+            text += f"; success rate {self.success_rate:.2f} ({int(np.sum(self.successes))}/{n})"
+        return text
 
 
 def eval_seeds(spec: Any, n: int, start: Optional[int] = None) -> list[int]:
@@ -73,13 +119,76 @@ def eval_seeds(spec: Any, n: int, start: Optional[int] = None) -> list[int]:
     return chosen
 
 
+class SuccessLog:
+    """Which episodes reported success: a spec whose environments are wrapped so that
+    every `reset(seed=s)` starts a record for `s` and every step whose `info[key]`
+    is truthy marks it. The records live in this process, so the environments must
+    too (a rollout's default; `evaluate` asks for it). Every other attribute is the
+    wrapped spec's.
+
+        log = SuccessLog(spec, "success")
+        ...run episodes with log.make()...
+        log.of(seeds)   # (E,) bool, the first episode run with each seed
+    """
+
+    def __init__(self, spec: Any, key: str):
+        self.spec, self.key = spec, key
+        self.records: list[list] = []  # [seed, succeeded] per episode started, in order
+
+    def make(self, *args: Any, **kw: Any) -> gym.Env:
+        return _RecordSuccess(self.spec.make(*args, **kw), self)
+
+    def of(self, seeds: Sequence[int]) -> np.ndarray:
+        """(E,) bool for `seeds` (distinct): the first episode run with each. Later
+        episodes of a seed are the idle reruns of a vector env, not recorded."""
+        first: dict[int, bool] = {}
+        for seed, ok in self.records:
+            first.setdefault(seed, ok)
+        missing = [int(s) for s in seeds if int(s) not in first]
+        if missing:
+            raise RuntimeError(f"internal error: no success record for seeds {missing[:3]}")
+        return np.asarray([first[int(s)] for s in seeds], bool)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "spec":
+            raise AttributeError(name)
+        return getattr(self.spec, name)
+
+
+class _RecordSuccess(gym.Wrapper):
+    def __init__(self, env: gym.Env, log: SuccessLog):
+        super().__init__(env)
+        self._log, self._record = log, None
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        out = self.env.reset(seed=seed, options=options)
+        self._record = [-1 if seed is None else int(seed), False]
+        self._log.records.append(self._record)
+        return out
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._record is not None and info.get(self._log.key):
+            self._record[1] = True
+        return obs, reward, terminated, truncated, info
+
+
+def _success_log(spec: Any) -> Optional[SuccessLog]:
+    key = getattr(spec, "success", None)
+    return None if key is None else SuccessLog(spec, key)
+
+
 def evaluate(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConfig = RolloutConfig(),
              on_episode=None) -> EvalResult:
-    """Run one episode per seed; per-seed returns, lengths and the environment's
-    metric. Untraced when the metric is the return; otherwise each episode's
-    step table is kept just long enough to score it."""
+    """Run one episode per seed; per-seed returns, lengths, the environment's
+    metric and, where the spec defines them, which episodes solved the task and
+    which succeeded. Untraced when the metric is the return; otherwise each
+    episode's step table is kept just long enough to score it. An environment
+    that reports success runs in this process (its flags are read here)."""
     metric = getattr(spec, "metric", RETURN)
-    cfg = RolloutConfig(config.n_envs, config.sample, config.noise_seed, not metric.is_return, config.asynchronous)
+    log = _success_log(spec)
+    asynchronous = False if log is not None else config.asynchronous
+    cfg = RolloutConfig(config.n_envs, config.sample, config.noise_seed, not metric.is_return, asynchronous)
     scores = np.zeros(len(seeds))
 
     def done(ep) -> None:
@@ -88,9 +197,10 @@ def evaluate(policy, params, spec: Any, seeds: Sequence[int], config: RolloutCon
         if on_episode is not None:
             on_episode(ep)
 
-    res = rollout(policy, params, spec, seeds, cfg, done)
+    res = rollout(policy, params, spec if log is None else log, seeds, cfg, done)
     return EvalResult(spec.schema.name, res.seeds, res.returns, res.lengths,
-                      None if metric.is_return else scores, metric)
+                      None if metric.is_return else scores, metric, getattr(spec, "solved_at", None),
+                      None if log is None else log.of(res.seeds))
 
 
 def evaluate_expert(spec: Any, seeds: Sequence[int], on_episode=None) -> EvalResult:
@@ -99,16 +209,18 @@ def evaluate_expert(spec: Any, seeds: Sequence[int], on_episode=None) -> EvalRes
     from .demos import run_expert
 
     metric = getattr(spec, "metric", RETURN)
+    log = _success_log(spec)
     episodes, scores = [], []
     for k, seed in enumerate(seeds):
-        ep, columns = run_expert(spec, int(seed), k)
+        ep, columns = run_expert(spec if log is None else log, int(seed), k)
         episodes.append(ep)
         scores.append(metric.of_episode(columns))
         if on_episode is not None:
             on_episode(ep)
     return EvalResult(spec.schema.name, np.asarray([e.seed for e in episodes], np.int64),
                       np.asarray([e.ret for e in episodes]), np.asarray([e.length for e in episodes], np.int64),
-                      None if metric.is_return else np.asarray(scores), metric)
+                      None if metric.is_return else np.asarray(scores), metric, getattr(spec, "solved_at", None),
+                      None if log is None else log.of(seeds))
 
 
 def render(result: EvalResult):
@@ -118,15 +230,22 @@ def render(result: EvalResult):
 
     m = result.metric
     extra = [] if m.is_return else [f"{m.name}" + (f" ({m.unit})" if m.unit else "")]
+    flags = ([] if result.solved_at is None else [f"≥ {result.solved_at:g}"]) + (
+        [] if result.successes is None else ["success"])
     t = Table()
-    for name in ["seed", *extra, "return", "steps"]:
+    for name in ["seed", *extra, "return", "steps", *flags]:
         t.add_column(name, justify="right")
-    for s, v, r, n in zip(result.seeds, result.values, result.returns, result.lengths):
-        t.add_row(str(s), *([f"{v:.4f}"] if extra else []), f"{r:.1f}", str(n))
+    solved = result.solved if result.solved is not None else [None] * len(result.seeds)
+    success = result.successes if result.successes is not None else [None] * len(result.seeds)
+    yes = lambda ok: [] if ok is None else ["yes" if ok else "no"]  # noqa: E731
+    for s, v, r, n, a, b in zip(result.seeds, result.values, result.returns, result.lengths, solved, success):
+        t.add_row(str(s), *([f"{v:.4f}"] if extra else []), f"{r:.1f}", str(n), *yes(a), *yes(b))
     t.add_section()
+    shares = ([] if result.solved_at is None else [f"{result.solved_share:.0%}"]) + (
+        [] if result.successes is None else [f"{result.success_rate:.2f}"])
     if extra:
         t.add_row("mean ± std", f"{result.mean:.4f} ± {result.std:.4f}",
-                  f"{np.mean(result.returns):.1f} ± {np.std(result.returns):.1f}", "")
+                  f"{np.mean(result.returns):.1f} ± {np.std(result.returns):.1f}", "", *shares)
     else:
-        t.add_row("mean ± std", f"{result.mean:.1f} ± {result.std:.1f}", "")
+        t.add_row("mean ± std", f"{result.mean:.1f} ± {result.std:.1f}", "", *shares)
     return t
