@@ -1,7 +1,7 @@
 """The `polc` command line.
 
     polc check FILE [--format json] [--werror] [-v]
-    polc compile FILE -o OUT [--emit python|hlo|json]
+    polc compile FILE -o OUT.py|OUT.mlir|OUT.json [--emit python|hlo|json]
     polc graph FILE -o OUT.svg|OUT.dot
     polc fmt FILE [--check | -i]
 
@@ -9,6 +9,9 @@ Exit codes: 0 success, 1 the program has errors (or `fmt --check` found a
 difference), 2 bad usage or unreadable input, 3 an internal compiler error.
 No input, however broken, produces a Python traceback (set POLC_DEBUG=1 to
 see one for an internal error). `check`, `fmt` and `graph` never import JAX.
+An output's extension names its format (`compile -o x.mlir` is StableHLO,
+`graph -o x.dot` is DOT); an extension that contradicts `--emit`/`--format`,
+or names a format the command cannot write, is a usage error.
 
 The CLI is the driver, not a compiler phase: commands of the runtime
 (`polc fit`, `polc rollout`, ...) are looked up by name in
@@ -65,8 +68,20 @@ def _load(path: str, analyze: bool = True):
 # ---- commands -----------------------------------------------------------------------
 
 
+def _unreadable(path: str, why: str) -> Diagnostic:
+    """`polc check --format json` reports an unreadable file as a diagnostic too (code E0000)."""
+    return Diagnostic(severity="error", code="E0000", phase="Input", span=None,
+                      message=why, hint="pass the path of a UTF-8 .pol file")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    text = _read(args.file)
+    try:
+        text = _read(args.file)
+    except UsageError as e:
+        if args.format != "json":
+            raise
+        print(dumps([_unreadable(args.file, str(e).removeprefix("polc: "))]))
+        return 2
     from . import loads
 
     try:
@@ -102,14 +117,39 @@ def _env_diagnostics(program, env: str) -> list[Diagnostic]:
     return mod.check_against_env(program.typed, env)
 
 
+# The extensions each output format is written under (the first is the one to suggest).
+EMIT_EXTENSIONS = {"python": (".py",), "hlo": (".mlir",), "json": (".json",)}
+GRAPH_EXTENSIONS = {"svg": (".svg",), "dot": (".dot", ".gv")}
+
+
+def output_format(output: Optional[str], chosen: Optional[str], formats: dict[str, tuple[str, ...]],
+                  default: str, flag: str) -> str:
+    """The format to write: `chosen` (the flag), else the one `output`'s extension names, else
+    `default` when there is no extension. An extension of another format, or of none the command
+    writes, is a UsageError (no file is written under a name that says something else)."""
+    ext = os.path.splitext(output or "")[1].lower() if output not in (None, "-") else ""
+    by_ext = next((f for f, exts in formats.items() if ext in exts), None)
+    if ext and by_ext is None:
+        names = ", ".join(e for exts in formats.values() for e in exts)
+        raise UsageError(f"polc: cannot write '{output}': this command writes {names} files "
+                         f"({flag} {'|'.join(formats)}).")
+    if chosen is not None:
+        if by_ext is not None and by_ext != chosen:
+            raise UsageError(f"polc: '{output}' names {by_ext} output but {flag} is {chosen}: "
+                             f"write to a {formats[chosen][0]} file, or drop {flag}.")
+        return chosen
+    return by_ext or default
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
+    emit_as = output_format(args.output, args.emit, EMIT_EXTENSIONS, "python", "--emit")
     program, _ = _load(args.file)
     tp = program.typed
     from . import emit
 
-    if args.emit == "python":
+    if emit_as == "python":
         out = emit.emit_python(tp)
-    elif args.emit == "hlo":
+    elif emit_as == "hlo":
         out = emit.emit_hlo(tp)
     else:
         intervals = program.analysis.intervals if program.analysis is not None else None
@@ -125,10 +165,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
+    fmt = output_format(args.output, args.format, GRAPH_EXTENSIONS, "svg", "--format")
     program, _ = _load(args.file, analyze=False)
     from . import graph
 
-    fmt = args.format or ("dot" if (args.output or "").endswith(".dot") else "svg")
     out = graph.to_dot(program.typed) if fmt == "dot" else graph.to_svg(program.typed)
     if args.output in (None, "-"):
         sys.stdout.write(out)
@@ -178,14 +218,17 @@ def build_parser(with_runtime: bool = True) -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile to a standalone JAX module, StableHLO, or the checked graph")
     c.add_argument("file")
-    c.add_argument("-o", "--output", help="output file (default: standard output)")
-    c.add_argument("--emit", choices=("python", "hlo", "json"), default="python")
+    c.add_argument("-o", "--output", help="output file; .py, .mlir or .json picks the format (default: standard output)")
+    c.add_argument("--emit", choices=("python", "hlo", "json"),
+                   help="python: a standalone JAX module; hlo: StableHLO text via jax.export; json: the checked "
+                        "graph with proved intervals (default: from -o's extension, else python)")
     c.set_defaults(func=cmd_compile)
 
     c = sub.add_parser("graph", help="draw the dataflow graph (SVG, or DOT for a .dot output)")
     c.add_argument("file")
-    c.add_argument("-o", "--output")
-    c.add_argument("--format", choices=("svg", "dot"))
+    c.add_argument("-o", "--output", help="output file; .svg or .dot picks the format (default: standard output)")
+    c.add_argument("--format", choices=("svg", "dot"), help="svg: a drawing; dot: Graphviz source "
+                                                             "(default: from -o's extension, else svg)")
     c.set_defaults(func=cmd_graph)
 
     c = sub.add_parser("fmt", help="canonical formatting (to standard output unless -i)")
@@ -209,6 +252,19 @@ def _register_runtime_commands(sub) -> None:
     mod.register(sub)
 
 
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+def _unknown_command(name: str, commands: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, commands, n=1, cutoff=0.6)
+    guess = f' Did you mean "{close[0]}"?' if close else ""
+    return f'polc: "{name}" is not a polc command.{guess} The commands: {", ".join(commands)} (polc --help).'
+
+
 def _version() -> str:
     from . import __version__
 
@@ -219,6 +275,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # The compiler's own commands never load the runtime (pyarrow, gymnasium...): `polc check` stays fast.
     parser = build_parser(with_runtime=not (argv and argv[0] in COMPILER_COMMANDS))
+    if argv and not argv[0].startswith("-") and argv[0] not in _commands(parser):
+        parser.print_usage(sys.stderr)  # then exit as argparse does on every other usage error
+        parser.exit(2, _unknown_command(argv[0], _commands(parser)) + "\n")
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

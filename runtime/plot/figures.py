@@ -1,4 +1,5 @@
-"""Plots of step tables (`polc plot TABLE COL [COL ...]`), to PNG.
+"""Plots of step tables (`polc plot TABLE COL [COL ...]`), to PNG, SVG or PDF
+(the output's extension decides; any other extension is refused).
 
     one column          that column against the step, one line per episode
     two columns         a scatter of the second against the first (x, y)
@@ -83,7 +84,7 @@ def default_output(table_path: str, columns: Sequence[str]) -> str:
 
 def plot(table: Table, columns: Sequence[str], output: str, episodes: Optional[Sequence[int]] = None,
          lines: bool = False) -> str:
-    """Draw `columns` of `table` (see the module docstring) to the PNG `output`."""
+    """Draw `columns` of `table` (see the module docstring) to `output` (.png, .svg or .pdf)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -104,7 +105,7 @@ def plot(table: Table, columns: Sequence[str], output: str, episodes: Optional[S
             _lines(ax, s, rows, step, episode)
         axes[-1].set_xlabel("step")
     fig.suptitle(os.path.basename(table.path), fontsize=10)
-    return save_png(FigureCanvasAgg(fig), output)
+    return save_figure(FigureCanvasAgg(fig), output)
 
 
 def _rows(table: Table, episodes: Optional[Sequence[int]]) -> np.ndarray:
@@ -159,13 +160,34 @@ def _scatter(ax, series: Sequence[Series], rows: np.ndarray, episode: np.ndarray
     ax.grid(alpha=0.3)
 
 
-def save_png(canvas, output: str) -> str:
-    """Write a matplotlib canvas as PNG atomically: no half-written image under `output`."""
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def figure_format(output: str) -> str:
+    """The image format `output`'s extension names; TableError for any other extension."""
+    ext = os.path.splitext(output)[1].lower().lstrip(".")
+    if ext not in FIGURE_FORMATS:
+        shown = f"'.{ext}'" if ext else "no extension"
+        raise TableError(f"cannot write a plot to '{output}' ({shown}): name a .png, .svg or .pdf file")
+    return ext
+
+
+def save_figure(canvas, output: str) -> str:
+    """Write a matplotlib canvas atomically, in the format `output`'s extension names
+    (PNG, SVG or PDF): no half-written image ever stands under `output`."""
+    fmt = figure_format(output)
     tmp = temporary_beside(output)
     try:
-        canvas.print_png(tmp)
+        canvas.print_figure(tmp, format=fmt)
         os.replace(tmp, output)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return output
+
+
+def save_png(canvas, output: str) -> str:
+    """Write a matplotlib canvas as PNG atomically (the learning curves and run figures)."""
+    if not output.lower().endswith(".png"):
+        raise TableError(f"'{output}' must be a .png file")
+    return save_figure(canvas, output)
