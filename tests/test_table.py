@@ -162,3 +162,128 @@ def test_episode_with_wrong_shape_or_columns_is_refused(tmp_path):
 def test_duplicate_columns_are_refused(tmp_path):
     with pytest.raises(TableError, match="duplicate column names: obs.speed"):
         TableWriter(str(tmp_path / "t.parquet"), step_columns(BODY + BODY[:1]), META)
+
+
+# ---- damaged and malformed tables ------------------------------------------------------
+
+
+def flip_inside_a_data_page(path, column: str) -> None:
+    """Invert one byte in the middle of `column`'s first data page (past its page header):
+    the file still parses, and without checksums its values would silently change."""
+    meta = pq.ParquetFile(str(path)).metadata
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    chunk = meta.row_group(0).column(names.index(column))
+    at = chunk.data_page_offset + chunk.total_compressed_size // 2
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_every_data_page_carries_a_checksum_and_a_damaged_page_is_refused(tmp_path):
+    path = tmp_path / "t.parquet"
+    write(path, [episode(0, 400, 7)])
+    flip_inside_a_data_page(path, "obs.tiles.list.element")
+    unchecked = pq.ParquetFile(str(path)).read()  # what reading without verification gives: no error
+    assert unchecked.num_rows == 400
+    with pytest.raises(TableError, match=rf"^'{path}' is damaged: a data page fails its checksum"):
+        read_table(str(path))
+
+
+def test_tables_written_before_checksums_still_read(tmp_path):
+    path = tmp_path / "old.parquet"
+    with TableWriter(str(path), COLUMNS, META) as w:
+        w.write_episode(episode(0, 20, 7))
+    table = pq.read_table(str(path))
+    pq.write_table(table, str(path), write_page_checksum=False)
+    assert read_table(str(path)).num_rows == 20
+
+
+def write_arrow(path, fields_and_arrays, polc_meta=b'{"kind": "test"}', extra=None):
+    fields = [f for f, _ in fields_and_arrays]
+    meta = {b"polc": polc_meta} if polc_meta is not None else {}
+    meta.update(extra or {})
+    schema = pa.schema(fields, metadata=meta)
+    pq.write_table(pa.Table.from_arrays([a for _, a in fields_and_arrays], schema=schema), str(path))
+
+
+def tiles(width: int, shape) -> tuple:
+    values = pa.array(np.zeros(4 * width, np.float32))
+    field = pa.field("obs.tiles", pa.list_(pa.float32(), width), metadata={b"shape": str(list(shape)).encode()})
+    return field, pa.FixedSizeListArray.from_arrays(values, width)
+
+
+def speed(name="obs.speed", meta=None, values=None) -> tuple:
+    return (pa.field(name, pa.float32(), metadata=meta),
+            pa.array(values if values is not None else np.zeros(4, np.float32), pa.float32()))
+
+
+@pytest.mark.parametrize("columns, kw, message", [
+    ([tiles(47, [6, 8])], {}, r'column "obs.tiles" cannot be read: it holds 47 values per step but its '
+                              r'metadata says shape \[6, 8\] \(48 values\)'),
+    ([tiles(4, "x")], {}, r'column "obs.tiles" cannot be read: its \'shape\' metadata is not valid JSON'),
+    ([tiles(4, [-2, -2])], {}, r'its shape metadata \[-2, -2\] is not a list of positive sizes'),
+    ([speed(), speed()], {}, r"has more than one column named 'obs.speed'; a step table names each column once"),
+    ([speed(meta={b"lo": b'"low"'})], {}, r'column "obs.speed" cannot be read: its lo is "low", not a number'),
+    ([speed(meta={b"shape": b"[3]"})], {}, r"holds one value per step but its metadata says shape \[3\]"),
+    ([speed(values=[1.0, None, 2.0, None])], {}, r'column "obs.speed" has 2 missing \(null\) value'),
+    ([speed()], dict(polc_meta=b"{not json"), r"its polc metadata is not valid JSON"),
+    ([speed()], dict(polc_meta=b"[" * 100_000 + b"]" * 100_000), r"its polc metadata is nested too deeply"),
+    ([speed()], dict(polc_meta=b"[" * 100 + b"]" * 100), r"its polc metadata is nested more than 64 levels deep"),
+    ([speed()], dict(polc_meta=b"[1, 2]"), r"its polc metadata is not a JSON object"),
+    ([speed()], dict(polc_meta=b'{"seeds": "abc"}'), r"\"seeds\" is not a list of integers"),
+    ([speed()], dict(extra={b"polc.complete": b"maybe"}), r"its polc.complete metadata is not valid JSON"),
+    ([(pa.field("obs.v", pa.list_(pa.float32())), pa.array([[1.0], [1.0, 2.0], [], [3.0]]))], {},
+     r'column "obs.v" cannot be read: it is a variable-length list'),
+])
+def test_malformed_tables_are_clear_errors_naming_the_file(tmp_path, columns, kw, message):
+    path = tmp_path / "bad.parquet"
+    write_arrow(path, columns, **kw)
+    with pytest.raises(TableError, match=message) as e:
+        read_table(str(path))
+    assert str(e.value).startswith(f"'{path}'")
+
+
+# ---- the commands that read tables, on damaged ones ----
+
+
+@pytest.fixture(scope="module")
+def toy_demo(tmp_path_factory):
+    from polc.cli import main
+    from polc.runtime.envs import toy
+
+    toy.register()
+    d = tmp_path_factory.mktemp("toy")
+    (d / "reach.pol").write_text(toy.reach_policy())
+    assert main(["demos", "toy_reach", "--episodes", "2", "-o", str(d / "demo.parquet"), "-q"]) == 0
+    return d
+
+
+def test_fit_and_analyze_refuse_a_damaged_demonstration(toy_demo, tmp_path, capsys):
+    from polc.cli import main
+
+    damaged = tmp_path / "demo.parquet"
+    damaged.write_bytes((toy_demo / "demo.parquet").read_bytes())
+    flip_inside_a_data_page(damaged, "obs.gap.list.element")
+    capsys.readouterr()
+    code = main(["fit", str(toy_demo / "reach.pol"), "--demos", str(damaged), "-o", str(tmp_path / "p.json"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"'{damaged}' is damaged: a data page fails its checksum" in err, err
+    assert not (tmp_path / "p.json").exists() and "Traceback" not in err
+    code = main(["analyze", str(damaged), "--policy", str(toy_demo / "reach.pol")])
+    err = capsys.readouterr().err
+    assert code == 1 and f"'{damaged}' is damaged: a data page fails its checksum" in err, err
+
+
+def test_fit_refuses_a_table_whose_array_column_does_not_match_its_shape(toy_demo, tmp_path, capsys):
+    from polc.cli import main
+
+    table = pq.read_table(str(toy_demo / "demo.parquet"))
+    i = table.schema.get_field_index("obs.gap")
+    field = table.schema.field(i).with_metadata({**table.schema.field(i).metadata, b"shape": b"[3]"})
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(table.cast(table.schema.set(i, field)), str(bad))
+    capsys.readouterr()
+    code = main(["fit", str(toy_demo / "reach.pol"), "--demos", str(bad), "-o", str(tmp_path / "p.json"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and 'column "obs.gap" cannot be read: it holds 2 values per step but its metadata says ' \
+                         'shape [3]' in err, err

@@ -29,6 +29,11 @@ never holds a half-written file, and an earlier complete file under it is left
 alone. (A SIGKILL leaves only the footer-less temporary file; nothing in-process
 can finalise that.)
 
+Every data page carries a CRC-32 checksum (`write_page_checksum`), verified on
+read: a table whose bytes changed after it was written is refused with a
+`TableError` naming the file, never read with altered values. Files written
+without checksums (before polc wrote them) still read.
+
 Float columns are written without dictionary encoding and with BYTE_STREAM_SPLIT
 (see `benchmarks/bench_rollout.py` for the measurement against the defaults):
 traces are nearly all distinct floats, which dictionaries cannot compress.
@@ -51,7 +56,9 @@ from polc.files import temporary_beside  # noqa: F401  (re-exported for the runt
 # Column kinds by prefix, in table order.
 PREFIXES = ("obs", "latent", "weight", "mean", "action")
 DTYPES = {"float32": pa.float32(), "bool": pa.bool_(), "int32": pa.int32(), "int64": pa.int64()}
-WRITE_OPTIONS = dict(use_dictionary=False, compression="snappy", write_statistics=True)
+# Every data page carries a CRC-32 that `read_table` verifies: a damaged byte is refused, never fitted.
+WRITE_OPTIONS = dict(use_dictionary=False, compression="snappy", write_statistics=True, write_page_checksum=True)
+MAX_META_DEPTH = 64  # nesting of the polc metadata JSON; what polc writes nests a few levels
 
 
 class TableError(Exception):
@@ -215,14 +222,58 @@ class TableWriter:
 # ---- reading ------------------------------------------------------------------------
 
 
+def _json(raw: bytes, what: str) -> Any:
+    """One JSON value of the file's metadata; ValueError saying what is wrong with it."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"{what} is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError(f"{what} is not valid JSON") from None
+    if _depth(value) > MAX_META_DEPTH:
+        raise ValueError(f"{what} is nested more than {MAX_META_DEPTH} levels deep")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _bound(value: Any, what: str) -> float:
+    if value is None or value in ("inf", "-inf"):
+        return _float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"its {what} is {json.dumps(value)[:40]}, not a number")
+    return float(value)
+
+
 def _spec_of(field: pa.Field) -> ColumnSpec:
-    meta = {k.decode(): json.loads(v) for k, v in (field.metadata or {}).items()
+    """The column spec of a field; ValueError saying what is wrong with its type or metadata."""
+    meta = {k.decode(): _json(v, f"its {k.decode()!r} metadata") for k, v in (field.metadata or {}).items()
             if k.decode() in ("shape", "doc", "lo", "hi")}
     t = field.type
     if pa.types.is_fixed_size_list(t):
-        base, shape = t.value_type, tuple(meta.get("shape") or (t.list_size,))
+        base, shape = t.value_type, meta.get("shape") or [t.list_size]
+        if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                                                 for n in shape)):
+            raise ValueError(f"its shape metadata {json.dumps(shape)[:60]} is not a list of positive sizes")
+        if math.prod(shape) != t.list_size:
+            raise ValueError(f"it holds {t.list_size} values per step but its metadata says shape {shape} "
+                             f"({math.prod(shape)} values)")
+        shape = tuple(shape)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        raise ValueError(f"it is a variable-length list ({t}); a step table's arrays have one size per column")
     else:
         base, shape = t, ()
+        if meta.get("shape") not in (None, []):
+            raise ValueError(f"it holds one value per step but its metadata says shape {meta['shape']}")
     dtype = next((k for k, v in DTYPES.items() if v == base), None)
     if dtype is None:
         if pa.types.is_floating(base):
@@ -230,9 +281,33 @@ def _spec_of(field: pa.Field) -> ColumnSpec:
         elif pa.types.is_integer(base):
             dtype = "int64"
         else:
-            raise TableError(f'column "{field.name}" has type {t}, which is not a step-table column type')
-    return ColumnSpec(field.name, shape, dtype, meta.get("doc"), _float(meta.get("lo", "-inf")),
-                      _float(meta.get("hi", "inf")))
+            raise ValueError(f"it has type {t}, which is not a step-table column type")
+    doc = meta.get("doc")
+    if doc is not None and not isinstance(doc, str):
+        raise ValueError("its doc metadata is not a string")
+    return ColumnSpec(field.name, shape, dtype, doc, _bound(meta.get("lo", "-inf"), "lo"),
+                      _bound(meta.get("hi", "inf"), "hi"))
+
+
+def _specs(path: str, arrow: pa.Table) -> dict[str, ColumnSpec]:
+    """Every column's spec, checked: names unique, types and metadata consistent, no nulls."""
+    names = arrow.schema.names
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise TableError(f"'{path}' has more than one column named {', '.join(repr(n) for n in dup)}; "
+                         f"a step table names each column once")
+    specs = {}
+    for i, field in enumerate(arrow.schema):
+        try:
+            specs[field.name] = _spec_of(field)
+        except ValueError as e:
+            raise TableError(f"'{path}': column \"{field.name}\" cannot be read: {e}") from None
+        col = arrow.column(i)
+        nulls = col.null_count + sum(c.flatten().null_count for c in col.chunks if specs[field.name].shape)
+        if nulls:
+            raise TableError(f"'{path}': column \"{field.name}\" has {nulls} missing (null) value(s); "
+                             f"a step table has a value in every cell")
+    return specs
 
 
 class Table:
@@ -243,7 +318,7 @@ class Table:
         self.arrow = arrow
         self.metadata = metadata
         self.complete = complete
-        self.columns = {f.name: _spec_of(f) for f in arrow.schema}
+        self.columns = _specs(path, arrow)
 
     @property
     def num_rows(self) -> int:
@@ -277,24 +352,36 @@ class Table:
 
 def read_table(path: str, columns: Optional[Sequence[str]] = None) -> Table:
     """Read a step table (all columns, or only `columns`). Raises `TableError`
-    with a readable message for a missing, truncated or non-Parquet file."""
+    with a readable message naming the file for a missing, truncated, damaged
+    (a data page failing its checksum) or non-Parquet file, and for a table that
+    is Parquet but not a step table (duplicate columns, a column whose values do
+    not match its shape, malformed polc metadata)."""
     if not os.path.exists(path):
         raise TableError(f"cannot read '{path}': no such file")
     try:
-        f = pq.ParquetFile(path)
+        f = pq.ParquetFile(path, page_checksum_verification=True)
         kv = f.metadata.metadata or {}
         arrow = f.read(columns=list(columns) if columns is not None else None)
     except (pa.ArrowException, OSError) as e:
+        if "checksum" in str(e).lower() or "page integrity" in str(e).lower():
+            raise TableError(f"'{path}' is damaged: a data page fails its checksum ({_reason(e)}); the file "
+                             f"changed after it was written, so none of it is used") from None
         raise TableError(f"'{path}' is not a readable Parquet table: {_reason(e)}. If a run writing it was "
                          f"killed, its finished episodes are in a .partial.parquet file beside it "
                          f"(none survives a SIGKILL).") from None
-    meta_raw = kv.get(b"polc")
     try:
-        metadata = json.loads(meta_raw) if meta_raw else {}
-    except ValueError:
-        raise TableError(f"'{path}': its polc metadata is not valid JSON") from None
-    complete = kv.get(b"polc.complete")
-    return Table(path, arrow, metadata, None if complete is None else json.loads(complete))
+        metadata = _json(kv[b"polc"], "its polc metadata") if kv.get(b"polc") else {}
+        if not isinstance(metadata, dict):
+            raise ValueError("its polc metadata is not a JSON object")
+        seeds = metadata.get("seeds", [])
+        if not (isinstance(seeds, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in seeds)):
+            raise ValueError("its polc metadata's \"seeds\" is not a list of integers")
+        complete = _json(kv[b"polc.complete"], "its polc.complete metadata") if b"polc.complete" in kv else None
+        if complete not in (None, True, False):
+            raise ValueError("its polc.complete metadata is neither true nor false")
+    except ValueError as e:
+        raise TableError(f"'{path}': {e}") from None
+    return Table(path, arrow, metadata, complete)
 
 
 def _reason(e: Exception) -> str:
