@@ -1,4 +1,4 @@
-"""The quickstart's main job (`make demo`): check, compile and run a Pol policy.
+"""The compiler alone (`make compile-demo`): check, compile and run a Pol policy.
 
     python examples/quickstart.py [FILE.pol] [-o OUTDIR]
 
