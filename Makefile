@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup demo compile-demo test test-fast bench clean
+.PHONY: setup system-deps demo compile-demo test test-fast bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# Debian's chromium and neovim, which the tests drive (a real browser, a real LSP client).
+system-deps:
+	bash scripts/system-deps.sh
 
 # The main job on the embedded default: the paper's refinement loop on Car Racing,
 # with the bundled scripted session when no API key is set (the run says so).
@@ -25,7 +29,7 @@ compile-demo: setup
 	$(PY) examples/quickstart.py
 
 # Every test, the slow ones included (CI runs exactly this).
-test: setup
+test: setup system-deps
 	$(PY) -m pytest -q
 
 # Everything but the tests marked slow, for the edit-test loop.

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The Debian packages the test suite drives for real (called by `make test`):
+#   chromium  a real browser: `polc report` pages are opened and checked headless
+#   neovim    a real LSP client: `polc lsp` is driven through it
+# Installs only what is missing, and only where apt-get and root (or sudo) exist;
+# elsewhere it says what to install and the tests that need them skip with that reason.
+set -euo pipefail
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v nvim >/dev/null 2>&1 || need+=(neovim)
+[ ${#need[@]} -eq 0 ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "system-deps: no apt-get here; install ${need[*]} yourself (their tests skip without them)." >&2
+    exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+        echo "system-deps: not root and no sudo; install ${need[*]} yourself (their tests skip without them)." >&2
+        exit 0
+    fi
+fi
+echo "system-deps: installing ${need[*]} (Debian packages, once)" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
