@@ -18,7 +18,7 @@ from polc.runtime.io.params import load_params
 from polc.runtime.rl import checkpoint as ckpt
 from polc.runtime.rl.collect import Collector, RLError
 from polc.runtime.rl.losses import batch_logp
-from polc.runtime.rl.train import CURVE, LOG, PARAMS, RLConfig, train, training_seeds
+from polc.runtime.rl.train import CURVE, LOG, PARAMS, RLConfig, train, training_seeds, validation_seeds
 
 SPEC = toy.SPEC
 # Pushes right whenever the target is right of the start, so those episodes run off the
@@ -99,8 +99,12 @@ def test_a_policy_without_noise_is_refused_naming_its_actions():
 def test_training_seeds_avoid_demo_and_eval_seeds_and_group_by_seed():
     seeds, groups = training_seeds(SPEC, RLConfig(episodes_per_update=6, seeds_per_update=3), update=2)
     assert seeds == [1006, 1006, 1007, 1007, 1008, 1008] and groups.tolist() == [0, 0, 1, 1, 2, 2]
-    wrapped, _ = training_seeds(SPEC, RLConfig(), update=9000)  # the pool 1000..9999 wraps around
+    wrapped, _ = training_seeds(SPEC, RLConfig(), update=8000)  # the pool 1000..8999 wraps around
     assert wrapped == [1000] * 20
+    # The held-out seeds of --keep best (9000..9999) are neither training nor evaluation seeds.
+    held = validation_seeds(SPEC, 1000)
+    assert held == list(range(9000, 10_000))
+    assert not set(held) & set(range(1000, 9000)) and max(held) < SPEC.eval_seeds.start
 
 
 def test_budget_counts_resets_and_stops_before_exceeding_it(tmp_path, count_resets):
@@ -116,11 +120,13 @@ def test_budget_counts_resets_and_stops_before_exceeding_it(tmp_path, count_rese
 
 
 def test_constraints_hold_under_large_updates(tmp_path):
-    # A huge learning rate throws the unconstrained values far; the constrained ones stay inside.
+    # A huge learning rate without the trust region throws the unconstrained values far;
+    # the constrained ones stay inside.
     src = toy.reach_policy(kp=0.5, kd=0.2, std=0.3).replace("weight kd : real >= 0", "weight kd : real in [0.1, 0.3]")
     policy = compiled(src)
     params = policy.init(jax.random.PRNGKey(0))
-    result = train(policy, params, SPEC, RLConfig(resets=12, episodes_per_update=4, lr=3.0), str(tmp_path))
+    result = train(policy, params, SPEC, RLConfig(resets=12, episodes_per_update=4, lr=3.0, target_kl=0.0),
+                   str(tmp_path))
     moved = {k: abs(float(result.params[k]) - float(params[k])) for k in params}
     assert min(moved.values()) > 1.0  # every weight moved a lot in the unconstrained space
     w = {k: float(v) for k, v in policy.constrain(result.params).items()}

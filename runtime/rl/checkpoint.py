@@ -6,6 +6,7 @@ leaves either the previous checkpoint or the new one, never a mix:
 
     p/<i>   the params' leaves (unconstrained, float32), in `jax.tree` order
     o/<i>   the optimiser state's leaves (Adam's moments and step count)
+    b/<i>   with `--keep best`: the best params so far by the held-out evaluation
     meta    a JSON string: format, config, counters (updates, resets, elapsed
             seconds), the next update's PRNG key, the structure hash, the start
             params' hash, and the per-update log
@@ -41,6 +42,7 @@ class TrainState(NamedTuple):
     updates: int      # updates done
     resets: int       # environment episodes used so far
     elapsed: float    # seconds of training, summed over sessions
+    best: Any = None  # with `--keep best`: the params of the best held-out evaluation so far
 
 
 def save(directory: str, state: TrainState, meta: dict) -> str:
@@ -50,6 +52,8 @@ def save(directory: str, state: TrainState, meta: dict) -> str:
     path = os.path.join(directory, NAME)
     arrays = {f"p/{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state.params))}
     arrays.update({f"o/{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state.opt_state))})
+    if state.best is not None:
+        arrays.update({f"b/{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state.best))})
     doc = dict(meta, format=FORMAT, updates=state.updates, resets=state.resets, elapsed=state.elapsed)
     arrays["meta"] = np.asarray(json.dumps(doc))
     os.makedirs(directory, exist_ok=True)
@@ -95,8 +99,9 @@ def load(directory: str, params_template: Any, opt_template: Any) -> tuple[Train
             raise CheckpointError(f"the {what} in '{path}' do not match this policy's (was the .pol changed?)")
         return jax.tree.unflatten(tree, [jnp.asarray(v) for _, v in stored])
 
+    best = restore("b", params_template, "best params") if any(k.startswith("b/") for k in data) else None
     state = TrainState(restore("p", params_template, "params"), restore("o", opt_template, "optimiser state"),
-                       int(meta["updates"]), int(meta["resets"]), float(meta["elapsed"]))
+                       int(meta["updates"]), int(meta["resets"]), float(meta["elapsed"]), best)
     return state, meta
 
 

@@ -32,13 +32,30 @@ OVERRIDES = (
     ("--window", "window", int, "steps per likelihood-ratio window (default 10; 1 = per step)"),
     ("--seeds-per-update", "seeds_per_update", int, "groups (env seeds) per update (default 1)"),
     ("--seed", "seed", int, "seed of the sampled noise (default 0)"),
+    ("--target-kl", "target_kl", float,
+     "trust region: an update stops where its approx. KL reaches this (default 0.05; 0 = off, the paper)"),
+    ("--min-std", "min_std", float, "floor on every action's sampling std during RL (default 0.05; 0 = off)"),
+    ("--max-grad-norm", "max_grad_norm", float, "clip the gradient's global norm (default 1; 0 = off)"),
+    ("--normalise-advantages", "normalise_advantages", "bool",
+     "normalise the advantages over each update (default on; --no-normalise-advantages: the paper)"),
+    ("--keep", "keep", ("best", "last"),
+     "rl.params: the last params (default) or the best by a held-out evaluation on validation seeds"),
+    ("--val-episodes", "val_episodes", int, "--keep best: held-out episodes per evaluation (default 5)"),
+    ("--val-every", "val_every", int, "--keep best: updates between held-out evaluations (default 5)"),
+    ("--val-actions", "val_actions", ("mean", "sampled"),
+     "--keep best: evaluate the mean (default) or the sampled actions"),
+    ("--anneal", "anneal", float,
+     "share of the updates, at the end, over which the sampling std shrinks to 0.1x (default 0 = off)"),
 )
 
 
 # Flags of one engine only (dest, flag): given with the other engine they are usage errors.
 POLC_ONLY = (("resets", "--resets"), ("n_envs", "--n-envs"), ("episodes_per_update", "--episodes-per-update"),
              ("epochs", "--epochs"), ("minibatches", "--minibatches"), ("window", "--window"),
-             ("seeds_per_update", "--seeds-per-update"))
+             ("seeds_per_update", "--seeds-per-update"), ("target_kl", "--target-kl"), ("min_std", "--min-std"),
+             ("max_grad_norm", "--max-grad-norm"), ("normalise_advantages", "--normalise-advantages"),
+             ("keep", "--keep"), ("val_episodes", "--val-episodes"), ("val_every", "--val-every"),
+             ("val_actions", "--val-actions"), ("anneal", "--anneal"))
 BRAX_ONLY = (("num_envs", "--num-envs"), ("timesteps", "--timesteps"), ("evals", "--evals"))
 # polc-engine override -> BraxConfig field, for the settings both engines share.
 SHARED = {"seed": "seed", "lr": "learning_rate", "gamma": "discounting", "clip": "clipping_epsilon"}
@@ -112,9 +129,14 @@ def _cmd_rl_polc(args: argparse.Namespace) -> int:
         return 0
     first, last = log["log"][0], log["log"][-1]
     updates = f"{log['updates']} update{'' if log['updates'] == 1 else 's'}"
+    kept = ""
+    if "kept" in log:
+        k = log["kept"]
+        kept = (f"; kept update {k['update']} (held-out {k['actions']}-action score {k['score']:.4g} on seeds "
+                f"{k['seeds'][0]}..{k['seeds'][-1]}; the last params are in {os.path.join(args.output, log['last_params'])})")
     print(f"wrote {os.path.join(args.output, PARAMS)}: {updates}, {log['resets']} resets, "
           f"mean training return {first['return_mean']:.1f} -> {last['return_mean']:.1f}, "
-          f"{log['elapsed_s']:.0f} s", file=sys.stderr)
+          f"{log['elapsed_s']:.0f} s{kept}", file=sys.stderr)
     return 0
 
 
@@ -129,7 +151,7 @@ def _resumed_config(directory: str, config: Any, settings: dict):
 
     try:
         with np.load(os.path.join(directory, NAME), allow_pickle=False) as z:
-            saved = RLConfig(**json.loads(str(z["meta"]))["config"])
+            saved = RLConfig.from_saved(json.loads(str(z["meta"]))["config"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UsageError(f"polc: cannot read the checkpoint in '{directory}': {e}.") from None
     clash = [f"--{k.replace('_', '-')} {v} (the run used {getattr(saved, k)})" for k, v in settings.items()
@@ -229,6 +251,11 @@ def register(sub: Any) -> None:
     c.add_argument("--evals", type=int, default=None,
                    help="brax engine: progress points (epochs), each evaluated and checkpointed (default 10)")
     for flag, field, kind, text in OVERRIDES:
-        c.add_argument(flag, dest=field, type=kind, default=None, help=text)
+        if kind == "bool":
+            c.add_argument(flag, dest=field, action=argparse.BooleanOptionalAction, default=None, help=text)
+        elif isinstance(kind, tuple):
+            c.add_argument(flag, dest=field, choices=kind, default=None, help=text)
+        else:
+            c.add_argument(flag, dest=field, type=kind, default=None, help=text)
     c.add_argument("-q", "--quiet", action="store_true", help="no progress")
     c.set_defaults(func=rc.guard(cmd_rl))

@@ -77,34 +77,38 @@ def action_segments(tp) -> tuple[Segment, ...]:
     return tuple(out)
 
 
-def make_sample_step(policy, layout: TraceLayout) -> Callable:
-    """Jitted (params, key, flat obs (N, O), episode (N,) int32, step (N,) int32) -> (N, 2A + 1) float32."""
+def make_sample_step(policy, layout: TraceLayout, min_std: float = 0.0) -> Callable:
+    """Jitted (params, key, flat obs (N, O), episode (N,) int32, step (N,) int32, std_scale ())
+    -> (N, 2A + 1) float32, drawn from `losses.rl_distribution` (std floored at `min_std`)."""
     import jax
     import jax.numpy as jnp
+
+    from .losses import rl_distribution, rl_log_prob
 
     tp = policy.program
     obs_names = [o.name for o in tp.obs]
     stochastic = [a for a in tp.actions if a.std is not None]
+    dist, log_prob = rl_distribution(policy, min_std), rl_log_prob(policy, min_std)
 
-    def one(params, key, flat, episode, step):
+    def one(params, key, flat, episode, step, std_scale):
         obs = unflatten(flat, layout.obs, obs_names)
-        mean, std, _ = policy.distribution(params, obs)
+        mean, std = dist(params, obs, std_scale)
         key = jax.random.fold_in(jax.random.fold_in(key, episode), step)
         keys = jax.random.split(key, len(stochastic)) if stochastic else ()
         draws = dict(mean)
         for k, a in zip(keys, stochastic):
             draws[a.name] = mean[a.name] + std[a.name] * jax.random.normal(k, a.type.shape, jnp.float32)
         executed = [jnp.clip(draws[a.name], a.lo, a.hi) for a in tp.actions]
-        parts = [draws[a.name] for a in tp.actions] + executed + [policy.log_prob(params, obs, draws)]
+        parts = [draws[a.name] for a in tp.actions] + executed + [log_prob(params, obs, draws, std_scale)]
         return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts])
 
-    return jax.jit(jax.vmap(one, in_axes=(None, None, 0, 0, 0)))
+    return jax.jit(jax.vmap(one, in_axes=(None, None, 0, 0, 0, None)))
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_step(policy, schema: Any) -> Callable:
-    """One compiled step per (policy, environment), shared by the runs of a process."""
-    return make_sample_step(policy, TraceLayout(policy.program, schema))
+def _cached_step(policy, schema: Any, min_std: float) -> Callable:
+    """One compiled step per (policy, environment, floor), shared by the runs of a process."""
+    return make_sample_step(policy, TraceLayout(policy.program, schema), min_std)
 
 
 def unflatten(flat, segments: Sequence[Segment], names: Sequence[str]) -> dict:
@@ -124,14 +128,15 @@ class Collector:
             episodes = c.run(params, key, seeds, on_episode)
     """
 
-    def __init__(self, policy, spec: Any, n_envs: int = 1, asynchronous: Optional[bool] = None):
+    def __init__(self, policy, spec: Any, n_envs: int = 1, asynchronous: Optional[bool] = None,
+                 min_std: float = 0.0):
         verify_stochastic(policy.program)
         verify_compatible(policy.program, spec.schema)
         self.policy, self.spec = policy, spec
         self.layout = TraceLayout(policy.program, spec.schema)
         self.actions = action_segments(policy.program)
         self.a_size = sum(s.size for s in self.actions)
-        self.step_fn = _cached_step(policy, spec.schema)
+        self.step_fn = _cached_step(policy, spec.schema, float(min_std))
         self.n_envs = max(1, n_envs)
         self.asynchronous = bool(asynchronous)  # in-process by default: measured faster (`polc.runtime.trace.vector`)
         self._envs = None
@@ -147,14 +152,15 @@ class Collector:
         return self._envs
 
     def run(self, params, key, seeds: Sequence[int],
-            on_episode: Optional[Callable[[int, int, float, int], None]] = None) -> Episodes:
-        """One episode per seed, sampled with `key`; `on_episode(index, seed, return,
-        length)` is called as each finishes."""
+            on_episode: Optional[Callable[[int, int, float, int], None]] = None, std_scale: float = 1.0) -> Episodes:
+        """One episode per seed, sampled with `key` (std floored at the collector's
+        `min_std`, times `std_scale`); `on_episode(index, seed, return, length)` is
+        called as each finishes."""
         seeds = [int(s) for s in seeds]
         n = min(self.n_envs, len(seeds))
         envs = self._vector_env(n)
         try:
-            return self._run(envs, n, params, key, seeds, on_episode)
+            return self._run(envs, n, params, key, seeds, on_episode, np.float32(std_scale))
         except BaseException:
             with warnings.catch_warnings():  # "close while waiting for a pending step": that is the point
                 warnings.simplefilter("ignore")
@@ -162,7 +168,7 @@ class Collector:
             self._envs = None
             raise
 
-    def _run(self, envs, n: int, params, key, seeds: list[int], on_episode) -> Episodes:
+    def _run(self, envs, n: int, params, key, seeds: list[int], on_episode, std_scale) -> Episodes:
         e, t_max, a = len(seeds), int(self.spec.max_steps), self.a_size
         buf = Episodes(np.asarray(seeds, np.int64), np.zeros((e, t_max, self.layout.obs_size), np.float32),
                        np.zeros((e, t_max, a), np.float32), np.zeros((e, t_max), np.float32),
@@ -174,7 +180,7 @@ class Collector:
         obs, _ = envs.reset(seed=seeds[:n])
         while done < e:
             flat = self.layout.pack_obs(obs, n)
-            out = np.asarray(self.step_fn(params, key, flat, np.maximum(episode, 0), steps))
+            out = np.asarray(self.step_fn(params, key, flat, np.maximum(episode, 0), steps, std_scale))
             if not np.all(np.isfinite(out[episode >= 0])):
                 raise RLError(self._nonfinite(out[episode >= 0]))
             obs, reward, terminated, truncated, _ = envs.step(

@@ -37,10 +37,22 @@ pushes it further. The window weight n_w makes J a mean over steps, so a
 partial last window counts for its real steps only. The default W = 10
 (0.2 s of Car Racing) spans a manoeuvre's worth of noisy actions while the
 reward-to-go (horizon 1 / (1 - gamma) = 50 steps) still credits them jointly.
+
+Additions beyond the paper (`RLConfig`; each can be switched off, docs/results/rl.md
+measures them):
+    batch normalisation   A <- (A - mean) / (std + eps) over the update's real steps
+                          (`normalise_batch`), after the group normalisation;
+    the std floor         the sampled policy during RL draws from
+                          normal(mean, max(std, min_std) * std_scale) (`rl_log_prob`),
+                          and the ratio is taken under that same distribution;
+    approx. KL            (`approx_kl`) mean over real steps of (r - 1) - log r with
+                          r = exp(logp_new - logp_old): the estimate of KL(old || new)
+                          the trust region of `train` bounds.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -96,9 +108,21 @@ def group_normalise(values: np.ndarray, mask: np.ndarray, groups: np.ndarray, ep
     return out
 
 
-def advantages(rewards: np.ndarray, mask: np.ndarray, groups: np.ndarray, gamma: float) -> np.ndarray:
-    """The group-relative reward-to-go (E, T), float32 (see the module docstring)."""
-    return group_normalise(reward_to_go(rewards, mask, gamma), mask, groups).astype(np.float32)
+def normalise_batch(values: np.ndarray, mask: np.ndarray, eps: float = EPS) -> np.ndarray:
+    """(E, T) -> (E, T) float64: zero mean and unit (population) std over the real steps, 0 elsewhere."""
+    values, mask = np.asarray(values, np.float64), np.asarray(mask, np.float64)
+    n = max(float(mask.sum()), 1.0)
+    mean = float((values * mask).sum()) / n
+    std = math.sqrt(float((np.square(values - mean) * mask).sum()) / n)
+    return (values - mean) / (std + eps) * mask
+
+
+def advantages(rewards: np.ndarray, mask: np.ndarray, groups: np.ndarray, gamma: float,
+               normalise: bool = False) -> np.ndarray:
+    """The group-relative reward-to-go (E, T), float32 (see the module docstring);
+    `normalise`: then normalised over the whole batch (`normalise_batch`)."""
+    a = group_normalise(reward_to_go(rewards, mask, gamma), mask, groups)
+    return (normalise_batch(a, mask) if normalise else a).astype(np.float32)
 
 
 # ---- the clipped objective (JAX) -----------------------------------------------------------
@@ -127,25 +151,66 @@ def window_objective(logp_new, logp_old, advantage, mask, clip: float, window: i
     total = jnp.maximum(jnp.sum(n), 1.0)
     objective = jnp.sum(n * term) / total
     outside = (jnp.abs(s - 1.0) > clip).astype(jnp.float32)
-    kl = jnp.sum((jnp.exp(rho) - 1.0 - rho) * mask) / total
-    stats = Stats(-objective, jnp.sum(n * outside) / total, kl, jnp.sum(n * s) / total)
+    stats = Stats(-objective, jnp.sum(n * outside) / total, approx_kl(logp_new, logp_old, mask),
+                  jnp.sum(n * s) / total)
     return objective, stats
 
 
-def batch_logp(policy) -> Callable:
-    """(params, obs (E, T, ...), actions (E, T, ...)) -> (E, T) log-densities."""
+def rl_distribution(policy, min_std: float) -> Callable:
+    """(params, obs, std_scale) -> (mean, std): the distribution RL samples from, one
+    unbatched step: the policy's means and, for every action, max(std, min_std) * std_scale."""
+    import jax.numpy as jnp
+
+    def dist(params, obs, std_scale=1.0):
+        mean, std, _ = policy.distribution(params, obs)
+        return mean, {k: jnp.maximum(v, min_std) * std_scale for k, v in std.items()}
+
+    return dist
+
+
+def rl_log_prob(policy, min_std: float) -> Callable:
+    """(params, obs, actions, std_scale) -> () log-density of the draws under `rl_distribution`
+    (with min_std 0 and std_scale 1: `policy.log_prob`)."""
+    import jax.numpy as jnp
+
+    dist = rl_distribution(policy, min_std)
+
+    def log_prob(params, obs, actions, std_scale=1.0):
+        mean, std = dist(params, obs, std_scale)
+        total = jnp.zeros((), jnp.float32)
+        for name, s in std.items():
+            z = (jnp.asarray(actions[name], jnp.float32) - mean[name]) / s
+            total = total + jnp.sum(-0.5 * jnp.square(z) - jnp.log(s) - 0.5 * math.log(2 * math.pi))
+        return total
+
+    return log_prob
+
+
+def batch_logp(policy, min_std: float = 0.0) -> Callable:
+    """(params, obs (E, T, ...), actions (E, T, ...), std_scale=1) -> (E, T) log-densities
+    under `rl_distribution`."""
     import jax
 
-    per_step = jax.vmap(policy.log_prob, in_axes=(None, 0, 0))
-    return jax.vmap(per_step, in_axes=(None, 0, 0))
+    one = rl_log_prob(policy, min_std)
+    per_step = jax.vmap(one, in_axes=(None, 0, 0, None))
+    both = jax.vmap(per_step, in_axes=(None, 0, 0, None))
+    return lambda params, obs, actions, std_scale=1.0: both(params, obs, actions, std_scale)
 
 
-def rl_loss(policy, clip: float, window: int) -> Callable:
-    """(params, Transitions) -> (loss, Stats): the loss to minimise, -J."""
-    logp = batch_logp(policy)
+def approx_kl(logp_new, logp_old, mask):
+    """(E, T) arrays -> () mean over real steps of (r - 1) - log r, r = exp(logp_new - logp_old)."""
+    import jax.numpy as jnp
 
-    def loss(params, batch: Transitions):
-        objective, stats = window_objective(logp(params, batch.obs, batch.actions), batch.logp,
+    rho = (logp_new - logp_old) * mask
+    return jnp.sum((jnp.exp(rho) - 1.0 - rho) * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def rl_loss(policy, clip: float, window: int, min_std: float = 0.0) -> Callable:
+    """(params, Transitions, std_scale=1) -> (loss, Stats): the loss to minimise, -J."""
+    logp = batch_logp(policy, min_std)
+
+    def loss(params, batch: Transitions, std_scale=1.0):
+        objective, stats = window_objective(logp(params, batch.obs, batch.actions, std_scale), batch.logp,
                                             batch.advantage, batch.mask, clip, window)
         return -objective, stats
 

@@ -11,20 +11,43 @@ the advantages, then `epochs` passes of `minibatches` Adam steps each on the
 loss, all in the UNCONSTRAINED space of the params (`policy.init`'s), so every
 weight constraint holds at every step by construction.
 
+Robustness beyond the paper (each measured with its ablation in docs/results/rl.md;
+`RLConfig.PAPER` switches them all off):
+    trust region   after every Adam step the approximate KL between the policy that
+                   collected the update's episodes and the new params is measured on
+                   all of them (`losses.approx_kl`); a step that takes it past
+                   `target_kl` is shortened by halving (up to 20 times) until the KL
+                   is back under the target, and the update stops there: its later
+                   epochs and minibatches are skipped (log: `steps`, `stopped_at`);
+    std floor      the sampled policy during RL draws every action with std
+                   max(std, min_std), and its likelihood ratio is taken under that
+                   same distribution; the params keep the policy's own std;
+    advantages     normalised over the whole update after the group normalisation;
+    gradients      clipped to a global norm (`optax.clip_by_global_norm`) before Adam;
+    keep best      (`keep="best"`) the params are evaluated on `val_episodes` held-out
+                   seeds (`validation_seeds`: neither training nor evaluation seeds)
+                   before training and every `val_every` updates, and rl.params holds
+                   the best of them (last.params the last); the log says which update;
+    anneal         over the last `anneal` share of the updates the sampling std is
+                   scaled linearly from 1 down to ANNEAL_END.
+
 Resets. Every environment episode used for training is one reset, as in the
 paper's Table 1 (final evaluation is not counted). An update uses exactly
 `episodes_per_update` resets, and the run stops when the next update would
 exceed `config.resets`: a budget of 100 runs 5 updates of 20; 110 runs 5 too.
 
 Seeds. Training tracks come from the seeds between the demonstration seeds and
-the evaluation seeds (1000..9999 for Car Racing), never from either: update u's
+the evaluation seeds, minus the last VALIDATION of them (the held-out seeds of
+`keep="best"`): 1000..8999 for Car Racing, never demonstration, validation
+(9000..9999) or evaluation seeds (10000..). Update u's
 group g runs seed pool[(u * seeds_per_update + g) % len(pool)]. Every episode of
 a group runs the same seed, so the group-relative advantage compares episodes
 that differ only by the policy's noise (GRPO's group of answers to one prompt).
 `config.seed` picks the noise: update u draws with fold_in(PRNGKey(seed), u).
 
 Outputs in the run directory, rewritten after every update:
-    rl.params       the current params (loads in `polc eval` / `polc rollout`)
+    rl.params       the current params (loads in `polc eval` / `polc rollout`); with
+                    keep="best" the best by the held-out evaluation, and last.params the current
     log.json        config, start params, one record per update
     curve.png       mean return against resets
     checkpoint.npz  params, optimiser state, counters, PRNG key, log (`checkpoint`)
@@ -47,7 +70,10 @@ from . import checkpoint as ckpt
 from .collect import Collector, Episodes, RLError, verify_stochastic
 from .losses import advantages, rl_loss
 
-PARAMS, LOG, CURVE = "rl.params", "log.json", "curve.png"
+PARAMS, LAST, LOG, CURVE = "rl.params", "last.params", "log.json", "curve.png"
+VALIDATION = 1000       # the held-out seeds: the last VALIDATION below the evaluation seeds
+ANNEAL_END = 0.1        # the sampling std's scale at the last update when annealing
+HALVINGS = 20           # the trust region shortens a step at most 2^-20 before giving up on it
 
 
 @dataclass(frozen=True)
@@ -64,14 +90,34 @@ class RLConfig:
     seed: int = 0                     # the noise of the sampled actions
     n_envs: int = 1                   # environments stepped together (the same episodes up to float rounding)
     asynchronous: bool = False        # step them in worker processes (slower for Car Racing: `polc.runtime.trace.vector`)
+    target_kl: float = 0.05           # trust region: an update stops where its approx. KL reaches this (0: off)
+    min_std: float = 0.05             # floor on every action's sampling std during RL (0: off)
+    max_grad_norm: float = 1.0        # global gradient-norm clip before Adam (0: off)
+    normalise_advantages: bool = True  # normalise the advantages over the update's steps
+    keep: str = "last"                # "best": rl.params = the best held-out evaluation (`validation_seeds`)
+    val_episodes: int = 5             # held-out episodes per evaluation (keep="best")
+    val_every: int = 5                # updates between held-out evaluations (and after the last)
+    val_actions: str = "mean"         # the held-out evaluation acts on the "mean" or "sampled" actions
+    anneal: float = 0.0               # share of the updates, at the end, over which the sampling std shrinks
 
     # What a resumed run may change. Not n_envs: the batch size of the policy call
     # changes its float rounding, and a bit-for-bit resume needs the same calls.
     RESUMABLE: ClassVar[tuple[str, ...]] = ("resets",)
+    # The settings that did not exist before the trust region, floor, clipping and
+    # keep-best: their values reproducing the paper's update (and what a checkpoint
+    # written before them ran with).
+    PAPER: ClassVar[dict] = {"target_kl": 0.0, "min_std": 0.0, "max_grad_norm": 0.0,
+                             "normalise_advantages": False, "keep": "last", "anneal": 0.0}
+
+    @classmethod
+    def from_saved(cls, saved: dict) -> "RLConfig":
+        """The config a checkpoint's meta records; settings it lacks ran as `PAPER`."""
+        return cls(**{**cls.PAPER, **saved})
 
     def verify(self) -> None:
         """Raise `ValueError` naming the first bad setting."""
-        for name in ("episodes_per_update", "epochs", "minibatches", "window", "seeds_per_update", "n_envs"):
+        for name in ("episodes_per_update", "epochs", "minibatches", "window", "seeds_per_update", "n_envs",
+                     "val_episodes", "val_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1 (got {getattr(self, name)})")
         if self.resets < 0:
@@ -82,6 +128,15 @@ class RLConfig:
             raise ValueError(f"clip must lie in (0, 1) (got {self.clip})")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"the learning rate must be positive (got {self.lr})")
+        for name in ("target_kl", "min_std", "max_grad_norm"):
+            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
+                raise ValueError(f"{name} must be >= 0 (0 switches it off; got {getattr(self, name)})")
+        if not 0.0 <= self.anneal <= 1.0:
+            raise ValueError(f"anneal must lie in [0, 1] (got {self.anneal})")
+        if self.keep not in ("best", "last"):
+            raise ValueError(f'keep must be "best" or "last" (got "{self.keep}")')
+        if self.val_actions not in ("mean", "sampled"):
+            raise ValueError(f'val_actions must be "mean" or "sampled" (got "{self.val_actions}")')
         for name in ("seeds_per_update", "minibatches"):
             if self.episodes_per_update % getattr(self, name):
                 raise ValueError(f"{name} ({getattr(self, name)}) must divide episodes_per_update "
@@ -92,6 +147,16 @@ class RLConfig:
         return [f"{f.name} {getattr(self, f.name)} -> {getattr(other, f.name)}" for f in fields(self)
                 if f.name not in self.RESUMABLE and getattr(self, f.name) != getattr(other, f.name)]
 
+    def std_scale(self, update: int) -> float:
+        """The sampling std's scale in update `update` (0-based): 1, then with `anneal`
+        linearly down to ANNEAL_END over the last `anneal` share of the budget's updates."""
+        total = self.resets // self.episodes_per_update
+        start = total * (1.0 - self.anneal)
+        if self.anneal <= 0 or update + 1 <= start:
+            return 1.0
+        frac = min(1.0, (update + 1 - start) / max(total - start, 1e-9))
+        return float(1.0 - (1.0 - ANNEAL_END) * frac)
+
 
 class RLResult(NamedTuple):
     params: Any              # the final unconstrained params
@@ -100,64 +165,133 @@ class RLResult(NamedTuple):
     directory: str
 
 
-def training_seeds(spec: Any, config: RLConfig, update: int) -> tuple[list[int], np.ndarray]:
-    """Update `update`'s episode seeds (E,) and their group ids (E,) (see the module docstring)."""
+def _pools(spec: Any) -> tuple[range, range]:
+    """(training seeds, validation seeds): the seeds between the demonstration and
+    evaluation seeds, the last VALIDATION of them (at most half) held out."""
     demo = getattr(spec, "demo_seeds", range(0, 1000))
     evals = getattr(spec, "eval_seeds", range(10_000, 20_000))
-    pool = range(demo.stop, evals.start)
+    gap = range(demo.stop, evals.start)
+    held = min(VALIDATION, len(gap) // 2)
+    return gap[:len(gap) - held], gap[len(gap) - held:]
+
+
+def training_seeds(spec: Any, config: RLConfig, update: int) -> tuple[list[int], np.ndarray]:
+    """Update `update`'s episode seeds (E,) and their group ids (E,) (see the module docstring)."""
+    pool = _pools(spec)[0]
     k, per = config.seeds_per_update, config.episodes_per_update // config.seeds_per_update
     groups = np.repeat(np.arange(k), per)
     return [pool[(update * k + g) % len(pool)] for g in groups], groups
 
 
+def validation_seeds(spec: Any, n: int) -> list[int]:
+    """The first `n` held-out seeds (9000.. for Car Racing): never training, demonstration or evaluation seeds."""
+    return list(_pools(spec)[1][:n])
+
+
+class StepStats(NamedTuple):
+    """One Adam step of an update (each field (S,), S = epochs x minibatches)."""
+
+    loss: Any            # the minibatch's -J before the step
+    clip_fraction: Any
+    ratio: Any
+    kl: Any              # approx. KL on the whole update after the step (the trust region's measure)
+    scale: Any           # the share of Adam's step taken (1, halved by the trust region, 0 when skipped)
+    taken: Any           # 1 if the step was applied
+    grad_norm: Any       # the global norm of the gradient before clipping
+
+
 class Updater:
-    """The jitted update: `epochs` x `minibatches` Adam steps on `losses.rl_loss`."""
+    """The jitted update: `epochs` x `minibatches` Adam steps on `losses.rl_loss`,
+    inside the trust region (see the module docstring)."""
 
     def __init__(self, policy, config: RLConfig):
         self.config = config
-        self.optimizer, self._update = _compiled_update(policy, config.clip, config.window, config.lr)
+        self.optimizer, self._update = _compiled_update(policy, config.clip, config.window, config.lr, config.min_std,
+                                                        config.target_kl, config.max_grad_norm)
 
-    def __call__(self, params, opt_state, batch, rng: np.random.Generator):
+    def __call__(self, params, opt_state, batch, rng: np.random.Generator, std_scale: float = 1.0):
         """Episode order: a fresh permutation per epoch (host-side, from `rng`), cut into minibatches."""
         c = self.config
         e = c.episodes_per_update
         order = np.stack([rng.permutation(e) if c.minibatches > 1 else np.arange(e) for _ in range(c.epochs)])
         order = order.reshape(c.epochs * c.minibatches, e // c.minibatches).astype(np.int32)
-        return self._update(params, opt_state, batch, order)
+        return self._update(params, opt_state, batch, order, np.float32(std_scale))
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_update(policy, clip: float, window: int, lr: float):
+def _compiled_update(policy, clip: float, window: int, lr: float, min_std: float = 0.0, target_kl: float = 0.0,
+                     max_grad_norm: float = 0.0):
     """(optimizer, jitted update), shared by the runs of a process with these settings."""
     import jax
+    import jax.numpy as jnp
     import optax
 
-    optimizer = optax.adam(lr)
-    grad = jax.value_and_grad(rl_loss(policy, clip, window), has_aux=True)
+    from .losses import approx_kl, batch_logp
+
+    adam = optax.adam(lr)
+    optimizer = optax.chain(optax.clip_by_global_norm(max_grad_norm), adam) if max_grad_norm > 0 else adam
+    grad = jax.value_and_grad(rl_loss(policy, clip, window, min_std), has_aux=True)
+    logp = batch_logp(policy, min_std)
+
+    def moved(params, updates, s):
+        return optax.apply_updates(params, jax.tree.map(lambda u: s * u, updates))
+
+    def trust(params, updates, batch, std_scale):
+        """The largest s in 1, 1/2, ... (HALVINGS times) whose step keeps the KL within target_kl, its KL; 0 if none."""
+        kl = lambda s: approx_kl(logp(moved(params, updates, s), batch.obs, batch.actions, std_scale),  # noqa: E731
+                                 batch.logp, batch.mask)
+        s, k, v = jax.lax.while_loop(lambda c: (c[2] > target_kl) & (c[1] < HALVINGS),
+                                     lambda c: (c[0] * 0.5, c[1] + 1, kl(c[0] * 0.5)),
+                                     (jnp.float32(1.0), 0, kl(jnp.float32(1.0))))
+        ok = v <= target_kl
+        return jnp.where(ok, s, 0.0), jnp.where(ok, v, kl(jnp.float32(0.0)))
 
     def step(carry, idx):
-        params, opt_state, batch = carry
+        params, opt_state, stopped, batch, std_scale = carry
         mb = jax.tree.map(lambda x: x[idx], batch)
-        (_, stats), g = grad(params, mb)
-        updates, opt_state = optimizer.update(g, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state, batch), stats
+        (_, stats), g = grad(params, mb, std_scale)
+        updates, new_opt = optimizer.update(g, opt_state, params)
+        if target_kl > 0:
+            s, kl = jax.lax.cond(stopped, lambda: (jnp.float32(0.0), jnp.float32(jnp.nan)),
+                                 lambda: trust(params, updates, batch, std_scale))
+        else:
+            s = jnp.float32(1.0)
+            kl = approx_kl(logp(moved(params, updates, s), batch.obs, batch.actions, std_scale), batch.logp,
+                           batch.mask)
+        taken = s > 0
+        params = jax.tree.map(lambda a, b: jnp.where(taken, a, b), moved(params, updates, s), params)
+        opt_state = jax.tree.map(lambda a, b: jnp.where(taken, a, b), new_opt, opt_state)
+        out = StepStats(stats.loss, stats.clip_fraction, stats.ratio, kl, s, taken.astype(jnp.float32),
+                        optax.tree.norm(g))
+        return (params, opt_state, stopped | (s < 1.0), batch, std_scale), out
 
-    def update(params, opt_state, batch, order):
-        (params, opt_state, _), stats = jax.lax.scan(step, (params, opt_state, batch), order)
+    def update(params, opt_state, batch, order, std_scale):
+        init = (params, opt_state, jnp.bool_(False), batch, std_scale)
+        (params, opt_state, _, _, _), stats = jax.lax.scan(step, init, order)
         return params, opt_state, stats
 
     return optimizer, jax.jit(update)
 
 
-def _record(update: int, state: ckpt.TrainState, ep: Episodes, stats, seconds: tuple[float, float]) -> dict:
+def _record(update: int, state: ckpt.TrainState, ep: Episodes, stats: StepStats, std_scale: float,
+            seconds: tuple[float, float]) -> dict:
     r = lambda x: float(f"{float(x):.6g}")  # noqa: E731
+    taken = np.asarray(stats.taken) > 0
+    scale = np.asarray(stats.scale)
+    cut = np.flatnonzero(scale < 1.0)
+    last = int(np.flatnonzero(taken)[-1]) if taken.any() else None
     return {"update": update, "resets": state.resets, "idle_resets": ep.idle_resets,
             "seeds": sorted({int(s) for s in ep.seeds}),
             "return_mean": r(np.mean(ep.returns)), "return_std": r(np.std(ep.returns)),
             "return_min": r(np.min(ep.returns)), "return_max": r(np.max(ep.returns)),
             "length_mean": r(np.mean(ep.lengths)),
             "loss": r(np.mean(stats.loss)), "clip_fraction": r(stats.clip_fraction[-1]),
-            "approx_kl": r(stats.approx_kl[-1]), "ratio": r(stats.ratio[-1]),
+            # after the update, on all its episodes (0 when no step was taken)
+            "approx_kl": r(stats.kl[last]) if last is not None else 0.0, "ratio": r(stats.ratio[-1]),
+            "steps": int(taken.sum()), "of_steps": len(taken),
+            "stopped_at": int(cut[0]) + 1 if len(cut) else None,     # the step the trust region shortened (1-based)
+            "step_scale": r(scale[cut[0]]) if len(cut) else 1.0,
+            "grad_norm": r(np.max(stats.grad_norm)), "std_scale": r(std_scale),
             "collect_s": round(seconds[0], 3), "update_s": round(seconds[1], 3),
             "elapsed_s": round(state.elapsed, 1)}
 
@@ -166,6 +300,35 @@ def _finite(tree) -> bool:
     import jax
 
     return all(bool(np.all(np.isfinite(np.asarray(x)))) for x in jax.tree.leaves(tree))
+
+
+class _Validator:
+    """The held-out evaluation of `keep="best"`: `val_episodes` validation seeds, mean or
+    sampled actions, the environment's metric (higher or lower is better)."""
+
+    def __init__(self, policy, spec: Any, config: RLConfig):
+        from ..envs.metric import RETURN
+
+        self.policy, self.spec, self.config = policy, spec, config
+        self.seeds = validation_seeds(spec, config.val_episodes)
+        self.higher = getattr(spec, "metric", RETURN).higher_is_better
+
+    def __call__(self, params) -> float:
+        from ..trace.evaluate import evaluate
+        from ..trace.rollout import RolloutConfig
+
+        c = self.config
+        rc = RolloutConfig(n_envs=min(c.n_envs, len(self.seeds)), sample=c.val_actions == "sampled", trace=False,
+                           asynchronous=c.asynchronous)
+        return float(f"{evaluate(self.policy, params, self.spec, self.seeds, rc).mean:.6g}")
+
+    def better(self, score: float, than: Optional[float]) -> bool:
+        return than is None or (score > than if self.higher else score < than)
+
+    def due(self, state: ckpt.TrainState) -> bool:
+        """After every `val_every` updates, and after the budget's last update."""
+        c = self.config
+        return state.updates % c.val_every == 0 or state.resets + c.episodes_per_update > c.resets
 
 
 def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: bool = False,
@@ -191,30 +354,41 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
             raise RLError(f"'{directory}' already holds an RL run ({ckpt.NAME}); pass --resume to continue it "
                           f"or choose another output directory")
         state, meta = _resumed(directory, state, meta, config, check_start=bool(start and start.get("file")))
+    validator = _Validator(policy, spec, config) if config.keep == "best" else None
+    if validator is not None and state.best is None:  # the start params are the first candidate
+        score = validator(state.params)
+        meta["kept"] = {"update": 0, "score": score, "seeds": validator.seeds, "actions": config.val_actions}
+        meta["validations"] = [{"update": 0, "resets": 0, "score": score}]
+        state = state._replace(best=state.params)
     threshold = _threshold(spec)
     session = time.perf_counter()
     base = jax.random.PRNGKey(config.seed)
-    with Collector(policy, spec, config.n_envs, config.asynchronous) as collector, _progress(progress, config, state) as bar:
+    with Collector(policy, spec, config.n_envs, config.asynchronous, config.min_std) as collector, \
+            _progress(progress, config, state) as bar:
         while state.resets + config.episodes_per_update <= config.resets:
             t0 = time.perf_counter()
             seeds, groups = training_seeds(spec, config, state.updates)
             key = jax.random.fold_in(base, state.updates)
-            episodes = collector.run(state.params, key, seeds, bar.episode)
-            adv = advantages(episodes.rewards, episodes.mask, groups, config.gamma)
+            std_scale = config.std_scale(state.updates)
+            episodes = collector.run(state.params, key, seeds, bar.episode, std_scale)
+            adv = advantages(episodes.rewards, episodes.mask, groups, config.gamma, config.normalise_advantages)
             batch = collector.transitions(episodes, adv)
             t1 = time.perf_counter()
             rng = np.random.default_rng([config.seed, state.updates])
-            new_params, opt_state, stats = updater(state.params, state.opt_state, batch, rng)
+            new_params, opt_state, stats = updater(state.params, state.opt_state, batch, rng, std_scale)
             jax.block_until_ready(new_params)
             t2 = time.perf_counter()
             if not (_finite(new_params) and np.all(np.isfinite(np.asarray(stats.loss)))):
                 raise RLError(f"update {state.updates + 1} made the params or the loss non-finite; the last "
                               f"good params are in {os.path.join(directory, PARAMS)}. Lower the learning rate "
-                              f"(now {config.lr}) or bound the noise std away from 0")
-            state = ckpt.TrainState(new_params, opt_state, state.updates + 1, state.resets + episodes.resets,
-                                    state.elapsed + (t2 - session))
-            session = t2
-            record = _record(state.updates, state, episodes, stats, (t1 - t0, t2 - t1))
+                              f"(now {config.lr}), set a trust region (--target-kl) or a std floor (--min-std)")
+            state = state._replace(params=new_params, opt_state=opt_state, updates=state.updates + 1,
+                                   resets=state.resets + episodes.resets, elapsed=state.elapsed + (t2 - session))
+            record = _record(state.updates, state, episodes, stats, std_scale, (t1 - t0, t2 - t1))
+            if validator is not None and validator.due(state):
+                state = _validate(validator, state, meta, record)
+            session = time.perf_counter()
+            state = state._replace(elapsed=state.elapsed + (session - t2))
             meta["updates_log"].append(record)
             meta["rng"] = np.asarray(jax.random.fold_in(base, state.updates)).tolist()  # the next update's key
             _write_outputs(directory, policy, state, meta, threshold)
@@ -222,7 +396,18 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
             if on_update is not None:
                 on_update(record)
     log = _log(meta, state)
-    return RLResult(state.params, state, log, directory)
+    return RLResult(state.best if validator is not None else state.params, state, log, directory)
+
+
+def _validate(validator: _Validator, state: ckpt.TrainState, meta: dict, record: dict) -> ckpt.TrainState:
+    """Evaluate the new params on the held-out seeds; keep them if they beat the best so far."""
+    score = validator(state.params)
+    record["val_score"] = score
+    meta["validations"].append({"update": state.updates, "resets": state.resets, "score": score})
+    if validator.better(score, meta["kept"]["score"]):
+        meta["kept"] = dict(meta["kept"], update=state.updates, score=score)
+        return state._replace(best=state.params)
+    return state
 
 
 def _resumed(directory: str, fresh: ckpt.TrainState, meta: dict, config: RLConfig, check_start: bool):
@@ -232,7 +417,7 @@ def _resumed(directory: str, fresh: ckpt.TrainState, meta: dict, config: RLConfi
         state, saved = ckpt.load(directory, fresh.params, fresh.opt_state)
     except ckpt.CheckpointError as e:
         raise RLError(str(e)) from None
-    why = ckpt.other_run(directory, saved, meta, RLConfig(**saved["config"]).differences(config), check_start)
+    why = ckpt.other_run(directory, saved, meta, RLConfig.from_saved(saved["config"]).differences(config), check_start)
     if why:
         raise RLError(why)
     saved["config"] = asdict(config)  # the new budget
@@ -249,14 +434,16 @@ def _threshold(spec: Any) -> Optional[float]:
 
 
 def _log(meta: dict, state: ckpt.TrainState) -> dict:
-    return {"polc_rl": 1, "policy": meta["policy"], "file": meta["file"], "env": meta["env"],
-            "start_params": meta["start_params"], "config": meta["config"], "updates": state.updates,
-            "resets": state.resets, "elapsed_s": round(state.elapsed, 1), "params": PARAMS,
-            "log": meta["updates_log"]}
+    out = {"polc_rl": 1, "policy": meta["policy"], "file": meta["file"], "env": meta["env"],
+           "start_params": meta["start_params"], "config": meta["config"], "updates": state.updates,
+           "resets": state.resets, "elapsed_s": round(state.elapsed, 1), "params": PARAMS}
+    if "kept" in meta:  # keep="best": which update rl.params holds, and every held-out evaluation
+        out.update(kept=meta["kept"], validations=meta["validations"], last_params=LAST)
+    return dict(out, log=meta["updates_log"])
 
 
 def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, threshold) -> None:
-    """The params file, log and curve first, the checkpoint last: the checkpoint is
+    """The params files, log and curve first, the checkpoint last: the checkpoint is
     the commit point, and a resumed run rewrites the others identically."""
     import json
 
@@ -270,7 +457,10 @@ def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, t
     info = {"method": "rl", "env": meta["env"], "updates": state.updates, "resets": state.resets,
             "start_params": meta["start_params"], "return_mean_last_update": log["log"][-1]["return_mean"],
             "config": meta["config"]}
-    save_params(os.path.join(directory, PARAMS), policy, state.params, info)
+    if "kept" in meta:
+        save_params(os.path.join(directory, LAST), policy, state.params, info)
+        info = dict(info, kept=meta["kept"])
+    save_params(os.path.join(directory, PARAMS), policy, state.best if "kept" in meta else state.params, info)
     write_atomic(os.path.join(directory, LOG), json.dumps(log, indent=1) + "\n")
     plot_curve(os.path.join(directory, CURVE), log["log"], f"RL: {os.path.basename(meta['file'] or meta['policy'])} on {meta['env']}", threshold)
     ckpt.save(directory, state, meta)
@@ -304,11 +494,15 @@ class _Bar:
     def updated(self, record: dict) -> None:
         if self.enabled:
             self.ret = f"{record['return_mean']:.1f}"
+            stop = (f" (trust region: stopped at step {record['stopped_at']} of {record['of_steps']})"
+                    if record["stopped_at"] is not None else "")
+            val = f", held-out {record['val_score']:.4g}" if "val_score" in record else ""
             self.progress.update(self.task, completed=record["resets"], ret=self.ret, el=self._elapsed())
             self.progress.console.print(
                 f"update {record['update']}: resets {record['resets']}, return {record['return_mean']:.1f} "
-                f"± {record['return_std']:.1f}, clipped {record['clip_fraction']:.0%}, "
-                f"{record['collect_s']:.1f} s rollout + {record['update_s']:.1f} s gradient", soft_wrap=True)
+                f"± {record['return_std']:.1f}, clipped {record['clip_fraction']:.0%}, KL {record['approx_kl']:.3g}"
+                f"{stop}, {record['collect_s']:.1f} s rollout + {record['update_s']:.1f} s gradient{val}",
+                soft_wrap=True)
 
     def __enter__(self) -> "_Bar":
         if self.enabled:
