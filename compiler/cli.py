@@ -1,9 +1,10 @@
 """The `polc` command line.
 
-    polc check FILE [--format json] [--werror] [-v]
+    polc check FILE [--format json] [--werror] [-v] [--watch]
     polc compile FILE -o OUT.py|OUT.mlir|OUT.json [--emit python|hlo|json]
     polc graph FILE -o OUT.svg|OUT.dot
     polc fmt FILE [--check | -i]
+    polc lsp                              (the language server, on stdio)
 
 Exit codes: 0 success, 1 the program has errors (or `fmt --check` found a
 difference), 2 bad usage or unreadable input, 3 an internal compiler error.
@@ -75,6 +76,15 @@ def _unreadable(path: str, why: str) -> Diagnostic:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if getattr(args, "watch", False):
+        from .watch import watch
+
+        _read(args.file)  # a file that is not there is a usage error now, not a silent wait
+        return watch(args.file, lambda: _check_once(args))
+    return _check_once(args)
+
+
+def _check_once(args: argparse.Namespace) -> int:
     try:
         text = _read(args.file)
     except UsageError as e:
@@ -197,10 +207,19 @@ def cmd_fmt(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lsp(args: argparse.Namespace) -> int:
+    # Looked up by name, like the runtime's commands: the compiler's modules never import polc.lsp.
+    try:
+        mod = importlib.import_module("polc.lsp")
+    except ImportError as e:
+        raise UsageError(f"polc: the language server needs pygls and lsprotocol ({e}).") from None
+    return mod.serve()
+
+
 # ---- driver -------------------------------------------------------------------------
 
 
-COMPILER_COMMANDS = ("check", "compile", "graph", "fmt")
+COMPILER_COMMANDS = ("check", "compile", "graph", "fmt", "lsp")
 
 
 def build_parser(with_runtime: bool = True) -> argparse.ArgumentParser:
@@ -214,6 +233,7 @@ def build_parser(with_runtime: bool = True) -> argparse.ArgumentParser:
     c.add_argument("--werror", action="store_true", help="treat warnings as errors")
     c.add_argument("-v", "--verbose", action="store_true", help="also list the intents that were proved")
     c.add_argument("--env", help="also check obs/action declarations against an environment's schema")
+    c.add_argument("--watch", action="store_true", help="check again every time the file is saved (Ctrl-C stops)")
     c.set_defaults(func=cmd_check)
 
     c = sub.add_parser("compile", help="compile to a standalone JAX module, StableHLO, or the checked graph")
@@ -237,6 +257,9 @@ def build_parser(with_runtime: bool = True) -> argparse.ArgumentParser:
     g.add_argument("-i", "--in-place", action="store_true", help="rewrite the file")
     g.add_argument("--check", action="store_true", help="exit 1 if the file is not formatted")
     c.set_defaults(func=cmd_fmt)
+
+    c = sub.add_parser("lsp", help="the language server on standard input/output (for editors; docs/editors.md)")
+    c.set_defaults(func=cmd_lsp)
 
     if with_runtime:
         _register_runtime_commands(sub)

@@ -1,0 +1,25 @@
+"""polc.lsp: the Pol language server (`polc lsp`), driven by the compiler itself.
+
+    document  one document's check (the diagnostics of `polc check --verbose`) and
+              the index of its names: declarations, uses, hover text; no pygls here
+    builtins  the signatures and docs of the builtin functions and keywords
+    server    the pygls 2 server on stdio: diagnostics (debounced), hover, definition,
+              references, rename, document symbols, completion, formatting
+
+It imports the compiler (`polc`), never the runtime; pygls is imported only by
+`server`, so `polc check` never pays for it.
+"""
+
+from __future__ import annotations
+
+from .document import Document, analyze_document, check_diagnostics
+
+
+def serve() -> int:
+    """Run the language server on standard input and output (`polc lsp`)."""
+    from .server import serve as _serve
+
+    return _serve()
+
+
+__all__ = ["Document", "analyze_document", "check_diagnostics", "serve"]

@@ -1,0 +1,317 @@
+"""One open `.pol` document as the language server sees it: what `polc check -v`
+reports, and an index of its names (declarations, references, hover text).
+
+Nothing here imports pygls: positions are the compiler's own (1-based lines,
+1-based columns counted in characters), and `server.py` converts them to the
+client's units. A document whose text does not parse still gets its
+diagnostics; its index is then empty, and the server keeps the last good one
+for completion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+from polc import ast, errors, loads
+from polc.diagnostics import Diagnostic, PolError
+
+from .builtins import FUNCTIONS, KEYWORDS
+
+# A name as the grammar spells it (grammar/pol.lark: NAME), keywords excluded.
+NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_WORD = re.compile(r"[A-Za-z_0-9]")
+
+KIND_OF_DECL = {ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent",
+                ast.ActionDecl: "action"}
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A declared name: its kind, its declaration and where its name is written."""
+
+    name: str
+    kind: str  # "obs", "weight", "latent", "action" (or a newer declaration's keyword)
+    decl: object  # the ast declaration
+    name_span: ast.Span
+
+
+@dataclass
+class Document:
+    """The result of checking one version of a document's text."""
+
+    text: str
+    file: str
+    diagnostics: list[Diagnostic]
+    program: Optional[object] = None  # polc.Program when the text checks, else None
+    tree: Optional[ast.Program] = None  # the untyped AST when the text parses
+    typed: Optional[object] = None  # a TypedProgram when the text type-checks
+    analysis: Optional[object] = None  # the Analysis when the checker passed
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+    references: dict[str, list[ast.Span]] = field(default_factory=dict)  # uses (not the declaration)
+
+    # ---- lookups at a position (1-based line and column, in characters) -------------
+
+    def word_at(self, line: int, column: int) -> Optional[tuple[str, int, int]]:
+        """The identifier under (line, column): (word, start column, end column), or None.
+        A position just past the word's end counts (the cursor after the last letter)."""
+        lines = self.text.split("\n")
+        if not 1 <= line <= len(lines):
+            return None
+        s = lines[line - 1]
+        i = column - 1
+        if not (0 <= i < len(s) and _WORD.match(s[i])) and i > 0 and i - 1 < len(s) and _WORD.match(s[i - 1]):
+            i -= 1
+        if not (0 <= i < len(s) and _WORD.match(s[i])):
+            return None
+        start, end = i, i
+        while start > 0 and _WORD.match(s[start - 1]):
+            start -= 1
+        while end < len(s) and _WORD.match(s[end]):
+            end += 1
+        word = s[start:end]
+        if not NAME.fullmatch(word):
+            return None  # a number
+        return word, start + 1, end + 1
+
+    def name_at(self, line: int, column: int) -> Optional[str]:
+        """The declared name at the position (a declaration or a use of it), or None."""
+        w = self.word_at(line, column)
+        if w is None or w[0] not in self.symbols:
+            return None
+        word, start, _ = w
+        for span in self.occurrences(word):
+            if span.line == line and span.column == start:
+                return word
+        return None
+
+    def occurrences(self, name: str) -> list[ast.Span]:
+        """Every place `name` is written as a name: its declaration first, then its uses."""
+        sym = self.symbols.get(name)
+        out = [sym.name_span] if sym else []
+        return out + self.references.get(name, [])
+
+    def intent_at(self, line: int, column: int):
+        """(the `expect` declaration, its IntentResult or None) containing the position, or None."""
+        if self.tree is None:
+            return None
+        for d in self.tree.decls:
+            if isinstance(d, ast.ExpectDecl) and _contains(d.span, line, column):
+                result = None
+                if self.analysis is not None:
+                    result = next((r for r in self.analysis.intents
+                                   if _contains(d.span, r.intent.span.line, r.intent.span.column)), None)
+                return d, result
+        return None
+
+
+def _contains(span: ast.Span, line: int, column: int) -> bool:
+    if (line, column) < (span.line, span.column):
+        return False
+    return (line, column) <= (span.end_line, span.end_column)
+
+
+# ---- checking ----------------------------------------------------------------------------
+
+
+def check_diagnostics(text: str, file: str) -> tuple[list[Diagnostic], Optional[object]]:
+    """What `polc check --verbose FILE` reports for `text`, in its order: the errors,
+    or the warnings and one note per proved intent. And the Program, if it checks."""
+    try:
+        program = loads(text, file)
+    except PolError as e:
+        return list(e.diagnostics), None
+    diags = list(program.warnings)
+    if program.analysis is not None:
+        for r in program.analysis.intents:
+            if r.status == "proved":
+                diags.append(errors.intent_proved_info(r.intent.span, r.intent.text))
+    return diags, program
+
+
+def analyze_document(text: str, file: str) -> Document:
+    """Check `text` and index its names. Never raises for any text: a PolError is
+    diagnostics, and an internal error of the compiler is one diagnostic saying so."""
+    try:
+        diags, program = check_diagnostics(text, file)
+    except Exception as e:  # a bug in polc: the editor shows it, the server keeps serving
+        diags, program = [_internal(e)], None
+    doc = Document(text, file, diags, program)
+    try:
+        _index(doc)
+    except PolError:
+        pass  # the diagnostics already say why
+    except Exception as e:
+        doc.diagnostics.append(_internal(e))
+    return doc
+
+
+def _internal(e: Exception) -> Diagnostic:
+    return Diagnostic("error", "E0000", "Internal", None,
+                      f"Internal compiler error: {type(e).__name__}: {e}.",
+                      "This is a bug in polc, not in your program; please report it with the .pol file.")
+
+
+def _index(doc: Document) -> None:
+    from polc.parse import parse_program
+
+    doc.tree = parse_program(doc.text, doc.file)
+    if doc.program is not None:
+        doc.typed, doc.analysis = doc.program.typed, doc.program.analysis
+    for d in doc.tree.decls:
+        name, span = getattr(d, "name", None), getattr(d, "name_span", None)
+        if isinstance(d, ast.PolicyDecl) or name is None or span is None:
+            continue
+        kind = KIND_OF_DECL.get(type(d), type(d).__name__.removesuffix("Decl").lower())
+        doc.symbols.setdefault(name, Symbol(name, kind, d, span))
+    for n in _names(doc.tree.decls):
+        if n.id in doc.symbols:
+            doc.references.setdefault(n.id, []).append(n.span)
+    for spans in doc.references.values():
+        spans.sort(key=lambda s: (s.line, s.column))
+    if doc.typed is None:
+        # The checker stopped (or the analysis failed): the types and ranges still help hover.
+        from polc.check import check_program
+
+        doc.typed, _ = check_program(doc.tree)
+        from polc.analyze import analyze_program
+
+        doc.analysis = analyze_program(doc.typed)
+
+
+def _names(node) -> Iterator[ast.Name]:
+    """Every `Name` in the tree (expressions, intents, noise and priors), generically over
+    the AST's dataclasses so that a new kind of node is indexed without a change here."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Name):
+            yield x
+        elif isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, (ast.Span, type)):
+            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x))
+
+
+# ---- hover text -----------------------------------------------------------------------------
+
+
+def sign_of(lo: float, hi: float) -> str:
+    if lo == hi == 0:
+        return "zero"
+    if lo > 0:
+        return "positive"
+    if lo >= 0:
+        return "nonnegative"
+    if hi < 0:
+        return "negative"
+    if hi <= 0:
+        return "nonpositive"
+    return "either sign"
+
+
+def _range_text(lo: float, hi: float) -> str:
+    if math.isinf(lo) and math.isinf(hi):
+        return "unbounded"
+    if math.isinf(hi):
+        return f">= {errors.fmt_num(lo)}"
+    if math.isinf(lo):
+        return f"<= {errors.fmt_num(hi)}"
+    return f"[{errors.fmt_num(lo)}, {errors.fmt_num(hi)}]"
+
+
+def _value_text(v) -> str:
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_value_text(x) for x in v) + "]"
+    return errors.fmt_num(float(v)) if not isinstance(v, bool) else str(v).lower()
+
+
+def _proved(doc: Document, key: str) -> list[str]:
+    if doc.analysis is None or key not in doc.analysis.intervals:
+        return []
+    iv = doc.analysis.intervals[key]
+    lo, hi = float(iv.lo), float(iv.hi)
+    return [f"proved range: `{iv}` (sign: {sign_of(lo, hi)})"]
+
+
+def hover_name(doc: Document, name: str) -> str:
+    """Markdown: the name's kind and type, its declared and proved range and sign, its doc;
+    for a weight also its constraint, initial value and prior."""
+    sym = doc.symbols[name]
+    t = doc.typed.decl(name) if doc.typed is not None else None
+    type_text = str(t.type) if t is not None else _ast_type(sym.decl)
+    lines = [f"**{sym.kind}** `{name}`" + (f" : `{type_text}`" if type_text else "")]
+    if t is not None and hasattr(t, "lo") and hasattr(t, "hi"):
+        label = "constraint" if sym.kind == "weight" else "declared range"
+        lines.append(f"{label}: `{_range_text(t.lo, t.hi)}`")
+    if t is not None and sym.kind == "weight":
+        lines.append(f"initial value: `{_value_text(t.init)}`")
+        if getattr(t, "prior", None) is not None:
+            lines.append(f"prior: `{t.prior}`")
+    lines += _proved(doc, name)
+    if sym.kind == "action":
+        for part in ("mean", "std"):
+            key = f"{name}.{part}"
+            if doc.analysis is not None and key in doc.analysis.intervals:
+                lines.append(f"{part}: `{doc.analysis.intervals[key]}`")
+    doc_string = getattr(sym.decl, "doc", None)
+    if doc_string:
+        lines.append("")
+        lines.append(doc_string)
+    return "  \n".join(lines)
+
+
+def _ast_type(decl) -> str:
+    spec = getattr(decl, "type", None)
+    if spec is None:
+        return ""
+    return spec.base + ("[" + ", ".join(map(str, spec.dims)) + "]" if spec.dims else "")
+
+
+def hover_intent(decl: ast.ExpectDecl, result) -> str:
+    """Markdown: the intent's verdict and what decided it (the proof, the witness, the deciding weight)."""
+    claim = decl.claim
+    head = f"**expect** `{_claim_text(claim)}`"
+    if result is None:
+        return head + "  \nverdict: not analysed (the program has errors)"
+    out = [head, f"verdict: **{result.status}**", result.detail]
+    if result.diagnostic is not None and result.diagnostic.hint:
+        out.append(f"Hint: {result.diagnostic.hint}")
+    if decl.doc:
+        out += ["", decl.doc]
+    return "  \n".join(out)
+
+
+def _claim_text(claim) -> str:
+    if isinstance(claim, ast.MonoClaim):
+        return f"{claim.target.id} {claim.direction} in {claim.var.id}"
+    if claim.op == "in":
+        return f"{claim.target.id} in [{claim.lo.text}, {claim.hi.text}]"
+    bound = claim.lo if claim.op in (">=", ">") else claim.hi
+    return f"{claim.target.id} {claim.op} {bound.text}"
+
+
+def hover_builtin(word: str) -> Optional[str]:
+    f = FUNCTIONS.get(word)
+    if f is not None:
+        return f"**function** `{f.signature}`  \n{f.doc}"
+    if word in KEYWORDS:
+        return f"**keyword** `{word}`  \n{KEYWORDS[word]}"
+    return None
+
+
+def valid_new_name(doc: Document, old: str, new: str) -> Optional[str]:
+    """None if `old` may be renamed to `new`, else the sentence saying why not."""
+    if not NAME.fullmatch(new):
+        return f'"{new}" is not a Pol name (a letter or _, then letters, digits or _).'
+    if new in KEYWORDS:
+        return f'"{new}" is a keyword of Pol; choose another name.'
+    if new != old and new in doc.symbols:
+        kind = doc.symbols[new].kind
+        return f'"{new}" is already declared ({"an" if kind[0] in "aeiou" else "a"} {kind}); one namespace holds every name.'
+    if new in FUNCTIONS:
+        return f'"{new}" is a builtin function; a name that shadows it would read as a call.'
+    return None
