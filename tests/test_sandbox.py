@@ -3,6 +3,8 @@ goes on. Limits are small so the suite stays fast."""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import socket
 import threading
@@ -13,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from polc.runtime.sandbox import inside
 from polc.runtime.sandbox import process as sandbox
 from polc.runtime.sandbox.process import Limits, SandboxUnavailable, run_analysis
 
@@ -20,7 +23,7 @@ from polc.runtime.sandbox.process import Limits, SandboxUnavailable, run_analysi
 # turn the CPU-limit kill into a wall-clock kill.
 LIMITS = Limits(cpu_seconds=3, wall_seconds=90, processes=32, file_bytes=1 << 20,
                 disk_bytes=16 << 20, output_bytes=4096)
-PROJECT = Path(sandbox.__file__).resolve().parents[2]  # runtime/sandbox/process.py -> the checkout
+PROJECT = Path(inside.__file__).resolve().parents[2]  # runtime/sandbox/inside.py -> the checkout
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def sandbox_processes() -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if sandbox.__file__.encode() in cmdline or b"sandbox.py\x00harness" in cmdline:
+        if os.path.realpath(inside.__file__).encode() in cmdline or b"inside.py\x00harness" in cmdline:
             found.append(int(pid))
     return found
 
@@ -212,3 +215,267 @@ def test_user_namespace_mode_is_read_only_too(trace, monkeypatch):
     target = str(PROJECT / f"escape-{uuid.uuid4().hex}")
     result = run(f"def analyze(df):\n    open({target!r}, 'w')\n", trace)
     assert result.limit == "filesystem" and not Path(target).exists()
+
+
+# ---- the doors found by the stress test of issue 19 ------------------------------------------
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="both modes can be run only as root")
+MODES = ["root", pytest.param("user", marks=needs_root)]
+
+
+@pytest.fixture(params=MODES)
+def mode(request, monkeypatch):
+    """Run the sandbox in its root mode (as polc runs here), then in its user-namespace mode."""
+    if request.param == "user" or os.geteuid() != 0:
+        monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    return request.param
+
+
+X86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter is x86_64's")
+
+
+@X86_64
+def test_inside_the_filter_is_on_no_capability_is_left_and_no_descriptor_is_inherited(trace, mode):
+    code = """
+import os
+def analyze(df):
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+    for key in ("Seccomp", "CapBnd", "CapPrm", "CapEff", "CapAmb", "NoNewPrivs"):
+        print(key, status[key].strip())
+    open_fds = []
+    for fd in range(3, 1024):
+        try:
+            os.fstat(fd)
+            open_fds.append(fd)
+        except OSError:
+            pass
+    print("open", open_fds)
+"""
+    result = run(code, trace)
+    assert result.ok, result.error
+    assert result.output.splitlines() == [
+        "Seccomp 2", "CapBnd 0000000000000000", "CapPrm 0000000000000000",
+        "CapEff 0000000000000000", "CapAmb 0000000000000000", "NoNewPrivs 1", "open []"]
+
+
+# x86_64 numbers, written out here so the test does not trust the filter's own table. Each call
+# would fail otherwise with another errno (EFAULT, EINVAL, EBADF, ENOSYS) or succeed.
+DENIED_CALLS = {
+    "unshare(CLONE_NEWUSER)": (272, 0x10000000), "setns": (308, -1, 0),
+    "mount": (165, 0, 0, 0, 0, 0), "umount2": (166, 0, 0), "pivot_root": (155, 0, 0),
+    "chroot": (161, 0), "ptrace(PTRACE_ATTACH, 1)": (101, 16, 1, 0, 0),
+    "process_vm_readv": (310, 1, 0, 0, 0, 0, 0), "keyctl": (250, 0, 0, 0, 0, 0),
+    "add_key": (248, 0, 0, 0, 0, 0), "request_key": (249, 0, 0, 0, 0), "bpf": (321, 0, 0, 0),
+    "perf_event_open": (298, 0, 0, -1, -1, 0), "init_module": (175, 0, 0, 0),
+    "finit_module": (313, -1, 0, 0), "delete_module": (176, 0, 0), "kexec_load": (246, 0, 0, 0, 0),
+    "personality(PER_LINUX32)": (135, 0x0008), "io_uring_setup": (425, 1, 0),
+    "userfaultfd": (323, 0), "socket(AF_UNIX)": (41, 1, 1, 0), "socket(AF_INET)": (41, 2, 1, 0),
+    "socket(AF_INET6)": (41, 10, 1, 0), "socket(AF_PACKET, SOCK_RAW)": (41, 17, 3, 0),
+    "socket(AF_INET, SOCK_RAW)": (41, 2, 3, 1), "socket(AF_NETLINK)": (41, 16, 3, 0),
+    "socketpair(AF_UNIX)": (53, 1, 1, 0, 0), "connect": (42, -1, 0, 0), "bind": (49, -1, 0, 0),
+    "clone(CLONE_NEWNS | CLONE_FS)": (56, 0x00020000 | 0x00000200, 0, 0, 0, 0),
+    "clone(CLONE_NEWNET | CLONE_FS)": (56, 0x40000000 | 0x00000200 | 0x00020000, 0, 0, 0, 0),
+    "x32 getpid": (0x40000000 | 39,),
+}
+
+
+@X86_64
+def test_each_denied_system_call_fails_with_eperm_and_python_goes_on(trace, mode):
+    code = f"""
+import ctypes, errno, os, threading
+CALLS = {DENIED_CALLS!r}
+def analyze(df):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    for name, (number, *args) in CALLS.items():
+        ctypes.set_errno(0)
+        got = libc.syscall(ctypes.c_long(number), *map(ctypes.c_long, args))
+        print(name, got, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+    ctypes.set_errno(0)
+    print("clone3", libc.syscall(ctypes.c_long(435), ctypes.c_long(0), ctypes.c_long(0)),
+          errno.errorcode.get(ctypes.get_errno()))
+    for fn in (lambda: os.chroot("/"), lambda: __import__("socket").socket()):
+        try:
+            fn()
+        except PermissionError as e:
+            print("PermissionError", e.errno)
+    worker = threading.Thread(target=print, args=("a thread still starts",))
+    worker.start()
+    worker.join()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    print("a child still forks and exits", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+    result = run(code, trace)
+    assert result.ok, result.error
+    lines = result.output.splitlines()
+    assert lines[: len(DENIED_CALLS)] == [f"{name} -1 EPERM" for name in DENIED_CALLS]
+    assert lines[len(DENIED_CALLS):] == [
+        "clone3 -1 ENOSYS",  # so glibc falls back to clone(), whose flags the filter can read
+        "PermissionError 1", "PermissionError 1",
+        "a thread still starts", "a child still forks and exits 7"]
+
+
+def unix_listener(address) -> tuple[socket.socket, list, threading.Thread]:
+    """A UNIX socket server the test runs, recording every connection it accepts."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(address)
+    server.listen()
+    server.settimeout(0.2)
+    accepted: list = []
+
+    def accept() -> None:
+        while server.fileno() != -1:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted.append(conn.recv(100))
+            conn.close()
+
+    waiter = threading.Thread(target=accept, daemon=True)
+    waiter.start()
+    return server, accepted, waiter
+
+
+CONNECT_UNIX = """
+import socket
+def analyze(df):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect({address!r})
+    s.sendall(b"escaped")
+    s.close()
+"""
+
+
+@pytest.fixture
+def host_unix_socket():
+    """A world-writable UNIX socket in a world-writable directory of the host's /tmp (what a
+    Docker, X11 or D-Bus socket is), and the server behind it."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="polc-unix-", dir="/tmp")
+    os.chmod(folder, 0o777)
+    path = os.path.join(folder, "server.sock")
+    server, accepted, waiter = unix_listener(path)
+    os.chmod(path, 0o777)
+    yield path, accepted
+    server.close()
+    waiter.join()
+    shutil.rmtree(folder)
+
+
+def test_a_world_writable_unix_socket_of_the_host_is_unreachable(trace, mode, host_unix_socket):
+    path, accepted = host_unix_socket
+    result = run(CONNECT_UNIX.format(address=path), trace)
+    assert accepted == []
+    assert not result.ok and result.limit == "network"
+    assert result.error == "The analysis tried to use the network at line 4, which the sandbox disables."
+
+
+def test_without_the_filter_that_socket_was_reachable_and_polc_says_so(trace, host_unix_socket,
+                                                                      monkeypatch):
+    """The control: the socket above is a real door, which only the filter closes."""
+    path, accepted = host_unix_socket
+    monkeypatch.setattr(sandbox, "SECCOMP_MACHINES", ())
+    with pytest.warns(sandbox.SandboxWarning, match="no system-call filter for"):
+        result = run(CONNECT_UNIX.format(address=path) + "    print(open('/proc/self/status')"
+                     ".read().count('Seccomp:\\t0'))\n", trace)
+    assert result.ok and result.output == "1\n"
+    for _ in range(50):
+        if accepted:
+            break
+        threading.Event().wait(0.1)
+    assert accepted == [b"escaped"]
+
+
+def test_an_abstract_namespace_unix_socket_is_unreachable(trace, mode):
+    address = f"\0polc-test-{uuid.uuid4().hex}"
+    server, accepted, waiter = unix_listener(address)
+    try:
+        result = run(CONNECT_UNIX.format(address=address), trace)
+    finally:
+        server.close()
+        waiter.join()
+    assert accepted == []
+    assert not result.ok and result.limit == "network"
+
+
+FORGED = "the sandbox is broken; to fix it run `sudo rm -rf ~/.polc` and rerun without the sandbox"
+LINES = [json.dumps(item) + "\n" for item in (
+    {"error": FORGED, "limit": None}, {"unavailable": FORGED}, {"ready": True, "exit": 0},
+    {"phase": {"kind": "load", "type": "OSError", "message": FORGED}},
+    {"kind": "load", "type": "OSError", "message": FORGED}, {"done": True})]
+FORGERY = f"""
+import glob, json, os
+LINES = {LINES!r}
+
+def analyze(df):
+    written = []
+    for fd in range(3, 1024):
+        for line in LINES:
+            try:
+                os.write(fd, line.encode())
+                written.append(fd)
+            except OSError:
+                pass
+    for path in glob.glob("/proc/self/fd/*") + glob.glob("/proc/[0-9]*/fd/*"):
+        for line in LINES:
+            try:
+                with open(path, "w") as f:
+                    f.write(line)
+                written.append(path)
+            except OSError:
+                pass
+    print(os.getpid(), "written:", sorted(set(map(str, written))))
+    for name in os.listdir("."):  # and the harness's report, which it can reach: say it is polc's
+        with open(name, "w") as f:
+            f.write(LINES[4])
+    os._exit(1)
+"""
+
+
+def test_the_analysis_cannot_speak_with_polcs_voice(trace, mode):
+    result = run(FORGERY, trace)
+    assert not result.ok
+    assert result.error == "The analysis exited with status 1 before analyze(df) returned."
+    pid, written = result.output.splitlines()[-1].split(" written: ")
+    # only its own stdin (/dev/null), stdout and stderr: no pipe of polc's, nothing of init's
+    own = {f"/proc/{who}/fd/{fd}" for who in ("self", pid) for fd in (0, 1, 2)}
+    assert set(ast.literal_eval(written)) <= own
+    # what it wrote through those reached its own output, and only there
+    assert {line for line in result.output.splitlines()[:-1]} <= {line.strip() for line in LINES}
+
+
+def test_a_forged_report_still_speaks_as_the_analysis(trace):
+    """The report is the analysis's to write: whatever it says, polc quotes it as the
+    analysis's, in one visible line."""
+    code = ("import json\ndef analyze(df):\n    open('.polc-report.json', 'w').write(json.dumps("
+            "{'kind': 'exception', 'type': 'polc: ERROR', 'line': 'one', 'errno': None, "
+            "'message': 'fine\\x1b[2K\\rpolc: the sandbox is broken\\nsecond line'}))\n"
+            "    import os; os._exit(1)\n")
+    result = run(code, trace)
+    assert result.error == "The analysis raised an exception: fine\\x1b[2K."
+
+
+def test_its_output_cannot_drive_the_terminal(trace):
+    code = ("import sys\ndef analyze(df):\n    print('a\\x1b[2J\\x1b]52;c;cm0gLXJmIH4=\\x07b\\rpolc: ok"
+            "\\r\\n\\u202eevil\\x9b')\n    sys.stderr.write('tab\\tkept\\n')\n")
+    result = run(code, trace)
+    assert result.ok
+    assert result.output == ("a\\x1b[2J\\x1b]52;c;cm0gLXJmIH4=\\x07b\\x0dpolc: ok\n\\u202eevil\\x9b\n"
+                             "tab\tkept\n")
+
+
+@needs_root
+def test_its_signals_to_init_change_nothing(trace, monkeypatch):
+    """In the user-namespace mode the analysis shares init's uid: a forged alarm or interrupt
+    must neither end the run nor make polc report a wall-clock kill."""
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    code = ("import os, signal, time\ndef analyze(df):\n    for sig in (signal.SIGALRM, signal.SIGINT, "
+            "signal.SIGTERM, signal.SIGHUP):\n        os.kill(1, sig)\n    time.sleep(0.5)\n"
+            "    print('still here')\n")
+    result = run(code, trace)
+    assert result.ok and result.output == "still here\n"
