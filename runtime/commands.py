@@ -15,6 +15,7 @@ from .experiment.cli import register as add_experiment  # polc experiment: Table
 from .il.cli import register as add_fit  # polc fit: imitation learning
 from .plot.cli import register as add_plot  # polc plot
 from .refine.cli import register as add_refine  # polc generate, polc refine: the refinement loop
+from .report.cli import register as add_report  # polc report: one web page of a run, an experiment or a trace
 from .rl.cli import register as add_rl  # polc rl: reinforcement learning from fitted params
 from .trace.cli import register as add_trace  # polc demos, polc rollout, polc eval
 
@@ -28,6 +29,7 @@ def register(sub: Any) -> None:
     add_refine(sub)
     add_rl(sub)
     add_experiment(sub)
+    add_report(sub)
 
 
 __all__ = ["register"]
