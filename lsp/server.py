@@ -115,8 +115,11 @@ class PolServer(LanguageServer):
 
     def _to_client(self, lines: list[str], line: int, column: int) -> L.Position:
         text = lines[line - 1] if 0 < line <= len(lines) else ""
-        units = self.workspace.position_codec.client_num_units(text[: max(column - 1, 0)])
-        return L.Position(max(line - 1, 0), units)
+        chars = max(column - 1, 0)
+        units = self.workspace.position_codec.client_num_units(text[:chars])
+        # A span may end one past the line (a caret on the missing token at its end): kept, so
+        # the editor marks the line's end as `polc check`'s caret does (LSP clamps it to the line).
+        return L.Position(max(line - 1, 0), units + max(chars - len(text), 0))
 
     def _from_client(self, doc: D.Document, pos: L.Position) -> tuple[int, int]:
         """(1-based line, 1-based column in characters) of a client position."""
