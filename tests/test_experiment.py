@@ -12,7 +12,7 @@ from polc.cli import main as polc
 from polc.runtime.envs.metric import RETURN, Metric
 from polc.runtime.experiment import QUICK, TASKS, Experiment, ExperimentError, Row
 from polc.runtime.experiment.report import markdown
-from polc.runtime.experiment.run import digest_refinement, first_reached, reached
+from polc.runtime.experiment.run import digest_refinement, first_reached, pooled, reached
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["Expert demonstration", "MLP + IL", "MLP + RL, low (8 resets)", "MLP + RL, high (16 resets)",
@@ -50,8 +50,23 @@ def test_quick_car_racing_writes_every_row_of_table_1(quick_run):
     for m in METHODS:
         assert f"| {m} |" in table
     assert "SCRIPTED" in table and "--quick" in table
+    assert results["quick"] and results["solved_at"] == 900.0
+    for r in rows:  # Car Racing defines "solved" (900): every row carries the share of its tracks there
+        assert r["solved_share"] == pytest.approx(sum(v >= 900 for v in r["per_seed"]) / QUICK.seeds)
+        assert r["success_rate"] is None and r["training_seeds"] == 1
     assert (quick_run / "rounds.png").read_bytes().startswith(PNG)
     assert (quick_run / "rl_curves.png").read_bytes().startswith(PNG)
+
+
+@pytest.mark.slow
+def test_quick_tables_and_plots_say_they_are_quick(quick_run):
+    table = (quick_run / "table.md").read_text()
+    title, _, notice = table.splitlines()[:3]
+    assert title.endswith("(QUICK RUN: not results)")
+    assert notice.startswith("**QUICK RUN (episodes cut at 300 steps, 3 seeds, RL 8/16 resets, 1 training seed)")
+    assert "| ≥ 900, mean |" in table
+    # two RL updates of the low budget: the note says so instead of "over 5 updates"
+    assert "mean training return over 2 updates" in table and "over 5 updates" not in table
 
 
 @pytest.mark.slow
@@ -72,7 +87,7 @@ def test_quick_car_racing_counts_llm_calls_and_resets_as_the_paper(quick_run):
     assert ref["final_round"] == last["round"]
     assert (quick_run / "structures" / "refined.pol").read_text() == Path(ref["final_policy"]).read_text()
     # the high budget continued the low budget's run: one log, 16 resets of 4 episodes
-    log = json.loads((quick_run / "rl" / "initial" / "log.json").read_text())
+    log = json.loads((quick_run / "rl" / "initial" / "seed0" / "log.json").read_text())
     assert [u["resets"] for u in log["log"]] == [4, 8, 12, 16]
 
 
@@ -126,6 +141,9 @@ def test_resets_to_a_threshold_count_from_the_first_window_of_updates_reaching_i
     assert first_reached(log, 950.0) is None and first_reached(log, None) is None
     assert reached(log, 900.0, before=8).endswith("first reached 900 after 128 resets (120 of RL + 8 of refinement)")
     assert "never reached 950 (last 918.0)" in reached(log, 950.0)
+    # a run shorter than the window (a quick run) is averaged over what it has, and says so
+    assert first_reached(log[:2], 870.0) == 40 and first_reached(log[:2], 900.0) is None
+    assert reached(log[:1], 900.0) == "mean training return over 1 update never reached 900 (last 850.0)"
 
 
 def test_a_distance_metric_is_printed_with_its_unit_direction_and_four_decimals():
@@ -138,3 +156,30 @@ def test_a_distance_metric_is_printed_with_its_unit_direction_and_four_decimals(
     assert "| Expert demonstration | - | - | - | 0.0223 ± 0.0000 |\n" in text
     assert "declares no noise" in text
     assert "lower is better" in text and "Wall time 0:01:15" in text
+
+
+def test_an_rl_row_pools_its_training_seeds_mean_of_means_and_their_spread():
+    runs = [{"seeds": [1, 2], "values": [v, w], "mean": (v + w) / 2, "std": abs(v - w) / 2,
+             "solved": [v >= 900, w >= 900]} for v, w in ((910.0, 850.0), (930.0, 910.0), (700.0, 890.0))]
+    row = pooled(runs)
+    assert row["seed_means"] == [880.0, 920.0, 795.0]
+    assert row["mean"] == pytest.approx(865.0) and row["std"] == pytest.approx(52.122, abs=1e-3)
+    assert row["values"] == [pytest.approx(846.6667, abs=1e-4), pytest.approx(883.3333, abs=1e-4)]
+    assert row["solved_share"] == pytest.approx(3 / 6)  # every run's episodes: 910, 930, 910 of six
+    assert "success_rate" not in row
+    assert pooled([runs[0]])["mean"] == runs[0]["mean"] and pooled([runs[0], None]) is None
+
+
+def test_the_table_shows_the_share_solved_the_success_rate_and_the_seeds_of_an_rl_row():
+    rows = [Row("Expert demonstration", "expert", "demo", 0, 0, 0, 0.0223, 0.0001, success_rate=1.0),
+            Row("Refined structure + RL, low (400 resets)", "refined", "RL", 1, 2, 440, 0.05, 0.01,
+                success_rate=0.95, training_seeds=3, seed_means=[0.04, 0.05, 0.06])]
+    door = Metric("min handle-to-target distance", "min_handle_to_target", False, "metres", unit="m", reduce="min")
+    full = type(QUICK)()
+    text = markdown(TASKS["door"], full, rows, {}, door, list(range(10000, 10100)), 60.0, "polc experiment door")
+    assert "QUICK" not in text and "100 unseen evaluation seeds" in text
+    assert "| Min handle-to-target distance (m), mean actions | Success rate, mean |\n" in text
+    assert "| Expert demonstration | - | - | - | 0.0223 ± 0.0001 | 1.00 |\n" in text
+    assert "| 0.0500 ± 0.0100 (3 seeds) | 0.95 |\n" in text
+    assert "spread (std) of those means across seeds" in text and "Meta-World's `success`" in text
+    assert full.seeds == 100 and full.rl_seeds == 3

@@ -38,7 +38,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(f"polc: interrupted; finished steps are kept in {out}/steps (run the same command to continue).",
               file=sys.stderr)
         raise
-    write_all(out, task, budget, found["rows"], found["refinement"], exp.metric, exp.seeds, exp.seconds, command)
+    write_all(out, task, budget, found["rows"], found["refinement"], exp.metric, exp.seeds, exp.seconds, command,
+              exp.solved_at)
     print((out / TABLE).read_text(encoding="utf-8"))
     print(f"wrote {out / TABLE}, {out / RESULTS} and the plots in {out}", file=sys.stderr)
     return 0
@@ -52,7 +53,9 @@ def register(sub: Any) -> None:
     c.add_argument("task", help=f"which experiment: {', '.join(TASKS)}")
     c.add_argument("-o", "--output", help="output directory (default results/TASK); rerun to continue it")
     c.add_argument("--quick", action="store_true",
-                   help="a reduced run (3 seeds, 300-step episodes, tiny RL budgets) that exercises every step")
+                   help="a reduced run (3 seeds, 300-step episodes, tiny RL budgets, 1 training seed) that "
+                        "exercises every step; its table and plots are marked QUICK (default: 100 unseen seeds, "
+                        "3 RL training seeds)")
     c.add_argument("--llm", help="refine with this model (e.g. gemini:gemini-2.5-flash) instead of the "
                                  "bundled scripted session / the GEMINI_API_KEY default")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

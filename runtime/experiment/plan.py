@@ -52,10 +52,13 @@ TASKS = {
 
 @dataclass(frozen=True)
 class Budget:
-    """How much the experiment runs. `FULL` is the paper's; `QUICK` exercises every
-    step end to end in about a minute (the test suite runs it)."""
+    """How much the experiment runs. `FULL` is the paper's budget evaluated at the
+    field's standard (100 unseen tracks, 3 RL training seeds); `QUICK` exercises
+    every step end to end in about a minute (the test suite runs it): its numbers
+    are not comparable with the full run's, and its table and plots say so."""
 
-    seeds: int = 10                    # unseen evaluation seeds per row
+    seeds: int = 100                   # unseen evaluation seeds per row (the field's 100 tracks)
+    rl_seeds: int = 3                  # RL training seeds per RL row: its mean over seeds and their spread
     low: int = 400                     # RL resets, low compute
     high: int = 2000                   # RL resets, high compute
     episodes_per_update: int = 20      # the paper's
@@ -71,7 +74,7 @@ class Budget:
 
 
 FULL = Budget()
-QUICK = Budget(seeds=3, low=8, high=16, episodes_per_update=4, max_steps=300, restarts=1, max_epochs=300,
+QUICK = Budget(seeds=3, rl_seeds=1, low=8, high=16, episodes_per_update=4, max_steps=300, restarts=1, max_epochs=300,
                patience=30, refine_quick=True, quick=True)
 
 
@@ -86,10 +89,16 @@ class Row:
     llm_calls: int
     resets: int                 # training and refinement episodes (not evaluation)
     mean: float                 # the metric with the policy's mean actions (the expert: its own actions)
-    std: float
+    std: float                  # over the tracks; for an RL row of several training seeds, across the seeds' means
     sampled_mean: Optional[float] = None  # the metric with sampled actions (the policy's declared noise)
     sampled_std: Optional[float] = None
-    per_seed: list = field(default_factory=list)
+    per_seed: list = field(default_factory=list)  # per track (averaged over training seeds)
+    solved_share: Optional[float] = None  # share of episodes at the env's "solved" score (mean actions)
+    success_rate: Optional[float] = None  # share of episodes the env reported success in (mean actions)
+    sampled_solved_share: Optional[float] = None
+    sampled_success_rate: Optional[float] = None
+    training_seeds: int = 1     # RL rows: training seeds pooled in this row
+    seed_means: list = field(default_factory=list)  # RL rows: each training seed's mean over the tracks
     params: Optional[str] = None  # the params file, relative to the output directory
     note: str = ""
 

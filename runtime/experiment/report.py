@@ -23,15 +23,52 @@ def _pm(mean: Optional[float], std: Optional[float], metric: Any) -> str:
     return "-" if mean is None else mean_std(mean, std, metric)
 
 
+def _share(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def quick_notice(budget: Budget) -> str:
+    """What a quick run's numbers are (every quick table and plot says it)."""
+    cut = f"episodes cut at {budget.max_steps} steps, " if budget.max_steps else ""
+    return (f"QUICK RUN ({cut}{budget.seeds} seeds, RL {budget.low}/{budget.high} resets, "
+            f"{budget.rl_seeds} training seed{'s' if budget.rl_seeds != 1 else ''}): it exercises every step; "
+            "its numbers are not results and not comparable with the full run's or the paper's")
+
+
+def _columns(rows: Sequence[Row], metric: Any, solved_at: Optional[float]) -> list[tuple[str, Any]]:
+    """(header, cell(row)) of the score columns: per action mode, the metric, the share
+    solved (where the env defines it) and the success rate (where it reports one)."""
+    unit = f" ({metric.unit})" if metric.unit else ""
+    name = "Return" if metric.is_return else metric.name[0].upper() + metric.name[1:]
+    seeds = lambda r: f" ({r.training_seeds} seeds)" if r.training_seeds > 1 else ""  # noqa: E731
+    cols = [(f"{name}{unit}, mean actions", lambda r: _pm(r.mean, r.std, metric) + seeds(r))]
+    if any(r.solved_share is not None for r in rows):
+        cols.append((f"≥ {solved_at:g}, mean", lambda r: _share(r.solved_share)))
+    if any(r.success_rate is not None for r in rows):
+        cols.append(("Success rate, mean", lambda r: _share(r.success_rate)))
+    if any(r.sampled_mean is not None for r in rows):
+        cols.append((f"{name}{unit}, sampled actions",
+                     lambda r: _pm(r.sampled_mean, r.sampled_std, metric) + (seeds(r) if r.sampled_mean is not None
+                                                                             else "")))
+        if any(r.sampled_solved_share is not None for r in rows):
+            cols.append((f"≥ {solved_at:g}, sampled", lambda r: _share(r.sampled_solved_share)))
+        if any(r.sampled_success_rate is not None for r in rows):
+            cols.append(("Success rate, sampled", lambda r: _share(r.sampled_success_rate)))
+    return cols
+
+
 def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, metric: Any,
-             seeds: Sequence[int], seconds: float, command: str) -> str:
+             seeds: Sequence[int], seconds: float, command: str, solved_at: Optional[float] = None) -> str:
     """The table and what it means, as Markdown."""
     unit = f" ({metric.unit})" if metric.unit else ""
     name = "Return" if metric.is_return else metric.name[0].upper() + metric.name[1:]
-    lines = [f"# {task.name}: the paper's {'Table 1' if task.rl else task.figure}, measured", "",
-             f"`{command}`{' (quick: a reduced run that exercises every step)' if budget.quick else ''}. "
-             f"{len(seeds)} unseen evaluation seeds ({seeds[0]}..{seeds[-1]}), {metric.direction}. "
-             f"Wall time {_clock(seconds)} on this machine.", ""]
+    title = f"# {task.name}: the paper's {'Table 1' if task.rl else task.figure}, measured"
+    lines = [title + (" (QUICK RUN: not results)" if budget.quick else ""), ""]
+    if budget.quick:
+        lines += [f"**{quick_notice(budget)}.**", ""]
+    lines += [f"`{command}`. "
+              f"{len(seeds)} unseen evaluation seeds ({seeds[0]}..{seeds[-1]}), {metric.direction}. "
+              f"Wall time {_clock(seconds)} on this machine.", ""]
     if refinement:
         who = ("the bundled SCRIPTED session (hand-written replies played back; no model was called)"
                if refinement.get("scripted") else f"the model {refinement.get('llm')}")
@@ -39,21 +76,31 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
                   f"{refinement['final_round']}, {refinement['llm_calls']} LLM calls, {refinement['resets']} "
                   f"resets (rollouts the model analysed).", ""]
     sampled = any(r.sampled_mean is not None for r in rows)
-    lines += [f"| Method | Demo | LLM calls | Resets | {name}{unit}, mean actions |"
-              + (f" {name}{unit}, sampled actions |" if sampled else ""),
-              "|---|---|---|---|---|" + ("---|" if sampled else "")]
+    cols = _columns(rows, metric, solved_at)
+    lines += ["| Method | Demo | LLM calls | Resets | " + " | ".join(h for h, _ in cols) + " |",
+              "|---|---|---|---|" + "---|" * len(cols)]
     for r in rows:
         demo = "-" if r.stage == "demo" else str(r.demos)
         calls = "-" if r.stage == "demo" else str(r.llm_calls)
         resets = "-" if r.stage == "demo" else str(r.resets)
-        lines.append(f"| {r.method} | {demo} | {calls} | {resets} | {_pm(r.mean, r.std, metric)} |"
-                     + (f" {_pm(r.sampled_mean, r.sampled_std, metric)} |" if sampled else ""))
-    lines += ["", "Mean actions: the policy acts on its action means (IL fits them; this is the table's main "
-              "column)."
+        lines.append(f"| {r.method} | {demo} | {calls} | {resets} | " + " | ".join(c(r) for _, c in cols) + " |")
+    lines += ["", "Mean ± std over the unseen tracks. Mean actions: the policy acts on its action means (IL fits "
+              "them; this is the table's main column)."
               + (" Sampled actions: each action drawn from the policy's declared noise (what RL trains)."
                  if sampled else " (No sampled column: an action of these structures declares no noise.)")
               + " Resets count every environment episode used for refinement and training, not evaluation. "
-              "The initial structure is the task's hand-written `initial.pol` (no LLM call).", ""]
+              "The initial structure is the task's hand-written `initial.pol` (no LLM call)."]
+    if any(r.solved_share is not None for r in rows):
+        lines[-1] += f" ≥ {solved_at:g}: the share of episodes (tracks) scoring at least {solved_at:g}."
+    if any(r.success_rate is not None for r in rows):
+        lines[-1] += (" Success rate: the share of episodes in which the environment reported success "
+                      "(Meta-World's `success` at any step).")
+    if any(r.training_seeds > 1 for r in rows):
+        k = max(r.training_seeds for r in rows)
+        lines[-1] += (f" RL rows ({k} seeds): {k} RL runs with different training seeds; the mean over seeds "
+                      "of each run's mean over the tracks, ± the spread (std) of those means across seeds; the "
+                      "shares pool every run's episodes.")
+    lines.append("")
     notes = [f"- {r.method}: {r.note}" for r in rows if r.note and r.stage == "RL"]
     if notes:
         lines += ["RL (training episodes, sampled actions):", *notes, ""]
@@ -72,8 +119,9 @@ def _clock(seconds: float) -> str:
 
 
 def results_json(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, metric: Any,
-                 seeds: Sequence[int], steps: dict, command: str) -> dict:
-    return {"experiment": task.name, "env": task.env, "command": command, "budget": budget.to_json(),
+                 seeds: Sequence[int], steps: dict, command: str, solved_at: Optional[float] = None) -> dict:
+    return {"experiment": task.name, "env": task.env, "command": command, "quick": budget.quick,
+            "budget": budget.to_json(), "solved_at": solved_at,
             "metric": {"key": metric.key, "name": metric.name, "unit": metric.unit,
                        "higher_is_better": metric.higher_is_better},
             "evaluation": {"seeds": list(seeds), "main": "mean actions", "beside": "sampled actions (noise seed 0)"},
@@ -81,7 +129,12 @@ def results_json(task: Task, budget: Budget, rows: Sequence[Row], refinement: di
             "step_seconds": steps, "wall_seconds": round(sum(steps.values()), 1)}
 
 
-def plot_rounds(path: Path, task: Task, rows: Sequence[Row], refinement: dict, metric: Any) -> Optional[str]:
+def _title(task: Task, budget: Budget, what: str) -> str:
+    return f"{task.name}: {what}" + (f"\n{quick_notice(budget)}" if budget.quick else "")
+
+
+def plot_rounds(path: Path, task: Task, budget: Budget, rows: Sequence[Row], refinement: dict,
+                metric: Any) -> Optional[str]:
     """The metric per refinement round (mean ± std), with the expert and the IL rows of
     the fixed structures as reference lines."""
     if not refinement:
@@ -106,49 +159,83 @@ def plot_rounds(path: Path, task: Task, rows: Sequence[Row], refinement: dict, m
     ax.set_xlabel("refinement round")
     ax.set_ylabel(f"{metric.name}" + (f" ({metric.unit})" if metric.unit else "") + f", {metric.direction}")
     who = "scripted session" if refinement.get("scripted") else refinement.get("llm")
-    ax.set_title(f"{task.name}: {task.figure} ({who})", fontsize=10)
+    ax.set_title(_title(task, budget, f"{task.figure} ({who})"), fontsize=10 if not budget.quick else 7,
+                 color="C3" if budget.quick else None)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return save_png(FigureCanvasAgg(fig), str(path))
 
 
-def plot_curves(path: Path, task: Task, out: Path, refinement: dict) -> Optional[str]:
-    """Training return against resets for every structure's RL run (refinement resets
-    included for the refined structure, as the table counts them)."""
-    runs = [(s, out / "rl" / s.key / "log.json") for s in task.structures]
-    runs = [(s, p) for s, p in runs if p.exists()]
+def curve(logs: Sequence[list]) -> tuple[list, list, list, list, str]:
+    """One structure's RL curve from its runs' logs (one per training seed): resets,
+    the mean training return, and the band's low and high edges: the range across
+    seeds when there are several, else ± the std of the update's episodes. Runs are
+    cut to the shortest."""
+    import numpy as np
+
+    n = min(len(log) for log in logs)
+    resets = [r["resets"] for r in logs[0][:n]]
+    returns = np.asarray([[r["return_mean"] for r in log[:n]] for log in logs], float)
+    mean = returns.mean(0)
+    if len(logs) > 1:
+        return resets, list(mean), list(returns.min(0)), list(returns.max(0)), f"range over {len(logs)} seeds"
+    std = np.asarray([r.get("return_std", 0.0) for r in logs[0][:n]], float)
+    return resets, list(mean), list(mean - std), list(mean + std), "± std of the update's episodes"
+
+
+def plot_curves(path: Path, task: Task, budget: Budget, out: Path, refinement: dict) -> Optional[str]:
+    """Training return against resets for every structure's RL runs (refinement resets
+    included for the refined structure, as the table counts them): the mean over
+    training seeds with a band (`curve`); a curve of one update is a point with its bar."""
+    runs = []
+    for s in task.structures:
+        paths = [out / "rl" / s.key / f"seed{k}" / "log.json" for k in range(budget.rl_seeds)]
+        logs = [read_json(p)["log"] for p in paths if p.exists()]
+        if logs and all(logs):
+            runs.append((s, logs))
     if not runs:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     from ..plot.figures import save_png
 
     fig = Figure(figsize=(7.0, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    for s, p in runs:
-        log = read_json(p)["log"]
+    band = ""
+    for i, (s, logs) in enumerate(runs):
         offset = refinement.get("resets", 0) if s.source == "refine" else 0
-        ax.plot([r["resets"] + offset for r in log], [r["return_mean"] for r in log], marker=".", label=s.label)
+        resets, mean, lo, hi, band = curve(logs)
+        x = [r + offset for r in resets]
+        color = f"C{i}"
+        if len(x) == 1:  # one update: a point with its band as an error bar
+            ax.errorbar(x, mean, yerr=[[mean[0] - lo[0]], [hi[0] - mean[0]]], marker="o", capsize=4, color=color,
+                        label=s.label)
+        else:
+            ax.plot(x, mean, marker=".", color=color, label=s.label)
+            ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
     if task.threshold is not None:
         ax.axhline(task.threshold, color="0.4", linestyle="--", linewidth=1, label=f"{task.threshold:g}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("resets (refinement + training episodes)")
-    ax.set_ylabel("mean training return (sampled actions)")
-    ax.set_title(f"{task.name}: RL from the IL params", fontsize=10)
+    ax.set_ylabel(f"mean training return (sampled actions)\nband: {band}")
+    ax.set_title(_title(task, budget, "RL from the IL params"), fontsize=10 if not budget.quick else 7,
+                 color="C3" if budget.quick else None)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return save_png(FigureCanvasAgg(fig), str(path))
 
 
 def write_all(out: Path, task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, metric: Any,
-              seeds: Sequence[int], steps: dict, command: str) -> dict:
+              seeds: Sequence[int], steps: dict, command: str, solved_at: Optional[float] = None) -> dict:
     """results.json, table.md and the plots; returns the results dict."""
     from polc.files import write_atomic
 
-    results = results_json(task, budget, rows, refinement, metric, seeds, steps, command)
+    results = results_json(task, budget, rows, refinement, metric, seeds, steps, command, solved_at)
     write_json(out / RESULTS, results)
     write_atomic(str(out / TABLE), markdown(task, budget, rows, refinement, metric, seeds,
-                                            results["wall_seconds"], command))
-    plot_rounds(out / ROUNDS_PNG, task, rows, refinement, metric)
-    plot_curves(out / CURVES_PNG, task, out, refinement)
+                                            results["wall_seconds"], command, solved_at))
+    plot_rounds(out / ROUNDS_PNG, task, budget, rows, refinement, metric)
+    plot_curves(out / CURVES_PNG, task, budget, out, refinement)
     return results

@@ -9,8 +9,9 @@ The output directory holds every artefact a step produced:
     refine/                     the `polc refine` run (its own run directory)
     structures/<key>.pol        the structures that were fitted
     fit/<key>.params            IL params
-    rl/<key>/                   the `polc rl` run of a structure; rl/<key>/low.params
-                                is the params after the low budget
+    rl/<key>/seed<k>/           the `polc rl` run of a structure with training seed k
+                                (RLConfig.seed: the noise of its sampled actions);
+                                low.params there is the params after the low budget
 
 A step whose `steps/<step>.json` exists is not run again, so an interrupted
 experiment continues where it stopped (`polc experiment` with the same -o), and
@@ -20,7 +21,13 @@ a rerun with another budget in the same directory is refused.
 Evaluation. Every row is scored on the same unseen seeds (the environment's first
 `budget.seeds` evaluation seeds) with the policy's MEAN actions, the table's main
 column, and again with SAMPLED actions (its declared noise, noise seed 0), shown
-beside it: RL trains the sampled policy, IL fits the mean.
+beside it: RL trains the sampled policy, IL fits the mean. Each evaluation
+also records the share of episodes at the environment's "solved" score (Car
+Racing: 900) and, where the environment reports it, the success rate
+(Meta-World's `success`). An RL row pools `budget.rl_seeds` training runs: its
+mean is the mean over seeds of each seed's mean over the tracks, its std the
+spread (population std) of those means across seeds, and its shares pool every
+seed's episodes.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ class Experiment:
         base = envs.get(task.env)
         self.spec = ShortEpisodes(base, budget.max_steps) if budget.max_steps else base
         self.metric = base.metric
+        self.solved_at = getattr(base, "solved_at", None)
         self.seeds = eval_seeds(base, budget.seeds)
         self.folder = task_folder(task)
         self.demo = self._demo_path()
@@ -136,7 +144,7 @@ class Experiment:
 
         r = self._step("expert", f"the expert on {len(self.seeds)} unseen seeds", compute)
         return Row("Expert demonstration", "expert", "demo", 0, 0, 0, *_ms(r["eval"]), per_seed=r["eval"]["values"],
-                   note="the scripted/privileged expert that made the demonstration")
+                   note="the scripted/privileged expert that made the demonstration", **_shares(r["eval"], None))
 
     def _refine(self) -> dict:
         """Run (or continue) `polc refine` on the task folder; its summary, digested."""
@@ -167,16 +175,25 @@ class Experiment:
         params = self._fitted(s, refinement)
         il = self._evaluated(f"eval-{s.key}-il", s, params)
         rows = [Row(f"{s.label} + IL", s.key, "IL", 1, calls, resets0, *_ms(il["mean"]), *_ms(il["sampled"]),
-                    per_seed=il["mean"]["values"], params=params)]
+                    per_seed=il["mean"]["values"], params=params, **_shares(il["mean"], il["sampled"]))]
         if not self.task.rl:
             return rows
         for label, budget in (("low", self.budget.low), ("high", self.budget.high)):
-            rl = self._rl(s, params, label, budget)
-            ev = self._evaluated(f"eval-{s.key}-rl-{label}", s, rl["params"])
-            log = [r for r in read_json(self.out / "rl" / s.key / "log.json")["log"] if r["resets"] <= rl["resets"]]
-            rows.append(Row(f"{s.label} + RL, {label} ({budget} resets)", s.key, "RL", 1, calls, resets0 + rl["resets"],
-                            *_ms(ev["mean"]), *_ms(ev["sampled"]), per_seed=ev["mean"]["values"],
-                            params=rl["params"], note=reached(log, self.task.threshold, resets0)))
+            runs, evals, notes = [], [], []
+            for k in range(self.budget.rl_seeds):
+                rl = self._rl(s, params, label, budget, k)
+                ev = self._evaluated(f"eval-{s.key}-rl-{label}-seed{k}", s, rl["params"])
+                log = [r for r in read_json(self.out / "rl" / s.key / f"seed{k}" / "log.json")["log"]
+                       if r["resets"] <= rl["resets"]]
+                runs.append(rl)
+                evals.append(ev)
+                notes.append(reached(log, self.task.threshold, resets0))
+            note = notes[0] if len(notes) == 1 else "; ".join(f"seed {k}: {n}" for k, n in enumerate(notes))
+            mean, sampled = pooled([e["mean"] for e in evals]), pooled([e["sampled"] for e in evals])
+            rows.append(Row(f"{s.label} + RL, {label} ({budget} resets)", s.key, "RL", 1, calls,
+                            resets0 + runs[0]["resets"], *_ms(mean), *_ms(sampled), per_seed=mean["values"],
+                            params=runs[0]["params"], note=note, **_shares(mean, sampled),
+                            training_seeds=len(evals), seed_means=mean["seed_means"]))
         return rows
 
     def _structure_file(self, s: Structure, refinement: dict) -> Path:
@@ -241,9 +258,10 @@ class Experiment:
 
         return self._step(name, f"evaluating {s.key} ({params_file}) on {len(self.seeds)} unseen seeds", compute)
 
-    def _rl(self, s: Structure, params_file: str, label: str, resets: int) -> dict:
-        """RL of `s` from its IL params up to `resets`; the low budget's params are kept
-        as rl/<key>/low.params and the high budget continues the same run."""
+    def _rl(self, s: Structure, params_file: str, label: str, resets: int, seed: int) -> dict:
+        """RL of `s` from its IL params up to `resets` with training seed `seed`; the low
+        budget's params are kept as rl/<key>/seed<k>/low.params and the high budget
+        continues the same run."""
         def compute() -> dict:
             from ..io.params import load_params
             from ..rl.train import PARAMS, RLConfig, train
@@ -252,15 +270,16 @@ class Experiment:
             policy = self._policy(s)
             start = load_params(str(self.out / params_file), policy)
             e = self.budget.episodes_per_update
-            config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e))
-            directory = self.out / "rl" / s.key
+            config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e), seed=seed)
+            directory = self.out / "rl" / s.key / f"seed{seed}"
             result = train(policy, start, self.spec, config, str(directory), resume=True,
                            start={"file": params_file}, progress=self.progress)
             dest = directory / f"{label}.params"
             shutil.copyfile(directory / PARAMS, dest)
             return {"params": str(dest.relative_to(self.out)), "resets": result.log["resets"]}
 
-        return self._step(f"rl-{s.key}-{label}", f"RL of {s.key} to {resets} resets", compute)
+        return self._step(f"rl-{s.key}-{label}-seed{seed}", f"RL of {s.key} to {resets} resets (training seed "
+                          f"{seed})", compute)
 
 
 def task_folder(task: Task) -> Path:
@@ -276,17 +295,51 @@ def task_folder(task: Task) -> Path:
 
 
 def _scores(ev) -> dict:
-    """An EvalResult as JSON: the metric per seed, its mean and std, and the returns."""
+    """An EvalResult as JSON: the metric per seed, its mean and std, the returns, and
+    (where the env defines them) which episodes were solved / succeeded and their share."""
     import numpy as np
 
     values = np.asarray(ev.values, float)
-    return {"seeds": [int(x) for x in ev.seeds], "values": [round(float(v), 4) for v in values],
-            "mean": round(float(values.mean()), 4), "std": round(float(values.std()), 4),
-            "returns": [round(float(r), 2) for r in ev.returns]}
+    out = {"seeds": [int(x) for x in ev.seeds], "values": [round(float(v), 4) for v in values],
+           "mean": round(float(values.mean()), 4), "std": round(float(values.std()), 4),
+           "returns": [round(float(r), 2) for r in ev.returns]}
+    if ev.solved is not None:
+        out.update(solved=[bool(x) for x in ev.solved], solved_share=round(ev.solved_share, 4))
+    if ev.successes is not None:
+        out.update(successes=[bool(x) for x in ev.successes], success_rate=round(ev.success_rate, 4))
+    return out
+
+
+def pooled(runs: list) -> Optional[dict]:
+    """Several training seeds' `_scores` on the same tracks as one: `mean` is the mean
+    over seeds of each seed's mean, `std` the spread (population std) of those means
+    (the track std when there is one seed), `values` the per-track mean over seeds,
+    and the solved/success shares pool every seed's episodes."""
+    import numpy as np
+
+    if any(r is None for r in runs):
+        return None
+    if len(runs) == 1:
+        return {**runs[0], "seed_means": [runs[0]["mean"]]}
+    means = np.asarray([r["mean"] for r in runs], float)
+    out = {"seeds": runs[0]["seeds"], "values": [round(float(v), 4) for v in np.mean([r["values"] for r in runs], 0)],
+           "mean": round(float(means.mean()), 4), "std": round(float(means.std()), 4),
+           "seed_means": [round(float(m), 4) for m in means], "track_stds": [r["std"] for r in runs]}
+    for key, share in (("solved", "solved_share"), ("successes", "success_rate")):
+        if all(key in r for r in runs):
+            out[share] = round(float(np.mean([r[key] for r in runs])), 4)
+    return out
 
 
 def _ms(scores: Optional[dict]) -> tuple[Optional[float], Optional[float]]:
     return (None, None) if scores is None else (scores["mean"], scores["std"])
+
+
+def _shares(mean: Optional[dict], sampled: Optional[dict]) -> dict:
+    """Row keyword arguments: the solved share and success rate of both action modes."""
+    get = lambda d, k: None if d is None else d.get(k)  # noqa: E731
+    return {"solved_share": get(mean, "solved_share"), "success_rate": get(mean, "success_rate"),
+            "sampled_solved_share": get(sampled, "solved_share"), "sampled_success_rate": get(sampled, "success_rate")}
 
 
 # Updates averaged before a threshold counts as reached: 5 updates are 100 training
@@ -296,8 +349,10 @@ SMOOTH = 5
 
 def first_reached(log: list, threshold: Optional[float], smooth: int = SMOOTH) -> Optional[int]:
     """Resets at the first update where the mean training return of the last `smooth`
-    updates is at least `threshold` (None: never, or no threshold)."""
-    if threshold is None or len(log) < smooth:
+    updates is at least `threshold` (None: never, or no threshold). A run of fewer
+    updates (a quick run) is averaged over all of them."""
+    smooth = min(smooth, len(log))
+    if threshold is None or not log:
         return None
     returns = [r["return_mean"] for r in log]
     for i in range(smooth - 1, len(log)):
@@ -311,7 +366,8 @@ def reached(log: list, threshold: Optional[float], before: int = 0) -> str:
     if threshold is None:
         return ""
     first = first_reached(log, threshold)
-    what = f"mean training return over {SMOOTH} updates"
+    window = min(SMOOTH, len(log))
+    what = f"mean training return over {window} update{'s' if window != 1 else ''}"
     if first is None:
         last = sum(r["return_mean"] for r in log[-SMOOTH:]) / max(1, len(log[-SMOOTH:]))
         return f"{what} never reached {threshold:g} (last {last:.1f})"
