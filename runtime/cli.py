@@ -3,6 +3,7 @@
 input), messages on stderr, no tracebacks.
 
     env_spec(name)              the environment, or a usage error listing the known ones
+    env_options(args)           a gym:ID env made from --schema / --env-kwargs for the command
     compile_policy(path)        parse, check and compile a .pol file (diagnostics -> exit 1)
     params_for(policy, path)    a params file, or the declared weights when path is None
     read_table_or_usage(path)   a Parquet table, or a usage error that says what is wrong
@@ -32,7 +33,41 @@ def env_spec(name: str):
     try:
         return envs.get(name)
     except KeyError:
-        raise UsageError(f'polc: unknown environment "{name}"; known: {", ".join(envs.names())}.') from None
+        raise UsageError(f'polc: unknown environment "{name}"; known: {", ".join(envs.names())}, or gym:ID '
+                         "(any gymnasium id, docs/environments.md).") from None
+
+
+def _env_kwargs(text: Optional[str]) -> Optional[dict]:
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"polc: --env-kwargs is not valid JSON ({e}): {text}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f'polc: --env-kwargs must be a JSON object of gymnasium.make arguments, e.g. '
+                         f'\'{{"gravity": 9.8}}\', not {text}')
+    return value
+
+
+def env_options(args: argparse.Namespace):
+    """The command's `gym:` environment, made from its --schema / --env-kwargs (or an
+    env.toml beside its .pol file) and registered for the command's duration, so
+    `env_spec(args.env)` returns it. A context manager; a no-op for other envs."""
+    env = getattr(args, "env", None)
+    schema, kwargs = getattr(args, "schema", None), _env_kwargs(getattr(args, "env_kwargs", None))
+    if not env or not (env.startswith("gym:") or env.endswith(".toml")):
+        if schema is not None or kwargs is not None:
+            raise UsageError("polc: --schema and --env-kwargs are for gym:ID environments (docs/environments.md).")
+        return contextlib.nullcontext()
+    if schema is not None and not env.startswith("gym:"):
+        raise UsageError(f"polc: {env} is a schema file already; give --schema only with --env gym:ID.")
+    from .envs import gym_env, registry
+
+    file = getattr(args, "file", None)
+    return registry.using(gym_env.resolve(env, schema, kwargs, near=file if isinstance(file, str) else None))
 
 
 def fail(message: str) -> int:
@@ -99,8 +134,13 @@ def episode_progress(what: str, quiet: bool):
 
 
 def env_meta(spec) -> dict:
-    return {"name": spec.schema.name, "id": spec.schema.env_id, "version": spec.schema.version,
+    meta = {"name": spec.schema.name, "id": spec.schema.env_id, "version": spec.schema.version,
             "max_steps": spec.max_steps}
+    source = getattr(spec, "source", None)  # a gym: env: what it was made from
+    if source is not None:
+        meta.update(schema_file=source.schema_file and os.path.abspath(source.schema_file),
+                    kwargs=dict(source.kwargs))
+    return meta
 
 
 @contextlib.contextmanager
@@ -123,33 +163,50 @@ def writing(writer) -> Iterator:
 
 
 def guard(func):
-    """`Failure`, and a policy's non-finite action (`envs.NonFiniteAction`: the episode
-    has no score), -> exit code 1 with its message (the CLI handles the rest)."""
+    """`Failure`, a policy's non-finite action (`envs.NonFiniteAction`: the episode
+    has no score), and an environment the user must fix (`envs.EnvError`: a schema
+    file, a gymnasium id, an expert) -> exit code 1 (2 for unusable input) with its
+    message (the CLI handles the rest). A `gym:` env is made here (`env_options`)."""
     def run(args: argparse.Namespace) -> int:
         try:
-            return func(args)
+            with env_options(args):
+                return func(args)
         except Failure as e:
             return fail(str(e))
-        except ValueError as e:
-            from .envs.finite import NonFiniteAction  # loaded only on this path: gymnasium is heavy
+        except Exception as e:
+            # loaded only on this path: gymnasium is heavy
+            from .envs.errors import EnvError
+            from .envs.finite import NonFiniteAction
 
             if isinstance(e, NonFiniteAction):
                 return fail(str(e) + ".")
+            if isinstance(e, EnvError):
+                fail(str(e).rstrip(".") + ("." if "\n" not in str(e) else ""))
+                return e.exit_code
             raise
 
     run.__name__ = func.__name__
     return run
 
 
+def env_flags(c: argparse.ArgumentParser) -> None:
+    """--schema and --env-kwargs, for a command whose --env may be gym:ID."""
+    c.add_argument("--schema", metavar="FILE.toml",
+                   help="for --env gym:ID: the schema file naming its observation and action components "
+                        "(default: an env.toml beside the .pol file, else the env's Dict spaces)")
+    c.add_argument("--env-kwargs", metavar="JSON", help="for --env gym:ID: keyword arguments of gymnasium.make")
+
+
 def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> None:
     c.add_argument("file", nargs="?" if file_optional else None, help="the .pol policy")
     c.add_argument("--params", help="fitted params (default: the weights declared in the source)")
-    c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
+    c.add_argument("--env", required=True, help="environment: a name (car_racing), gym:ID, or an env.toml")
+    env_flags(c)
     c.add_argument("--n-envs", type=int, default=0, help="environments stepped together (default: every episode, up to 64)")
     c.add_argument("--sample", action="store_true", help="sample the policy's noise instead of acting on means")
     c.add_argument("--noise-seed", type=int, default=0, help="key of the sampled noise (with --sample)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-__all__ = ["Failure", "UsageError", "compile_policy", "env_meta", "env_spec", "episode_progress", "fail", "guard",
+__all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_meta", "env_options", "env_spec", "episode_progress", "fail", "guard",
            "load_program", "params_for", "read_table_or_usage", "runner_flags", "sigterm_interrupts", "writing"]

@@ -15,6 +15,10 @@ MuJoCo, whose MJX twin `door_mjx.DoorMJX` is a brax Env for `polc rl --engine br
 Seed policy: demonstrations come from `spec.demo_seeds` (0..999) and evaluation
 from `spec.eval_seeds` (10_000 upward), so a policy is never evaluated on a
 track it was fitted on. `spec.eval_seeds[:10]` are the usual 10 unseen seeds.
+
+Any other Gymnasium environment: `get("gym:ID")` (Dict spaces) or
+`get("task/env.toml")` (a schema file naming its env); `gym_env.resolve` takes a
+schema file and keyword arguments too (docs/environments.md).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from .door import DOOR, DOOR_METRIC, MAX_STEPS as _DOOR_STEPS
 from .door_mjx_scene import DOOR_MJX, DOOR_MJX_METRIC, MAX_STEPS as _DOOR_MJX_STEPS
 from .finite import NonFiniteAction
 from .metric import RETURN, Metric
-from .registry import DEMO_SEEDS, EVAL_SEEDS, EnvSpec, Expert, add, check_against_env, get, names
+from .registry import DEMO_SEEDS, EVAL_SEEDS, EnvSpec, Expert, add, check_against_env, get, names, using
+from .errors import EnvError
+from . import gym_env as _gym_env  # noqa: F401  (makes get() resolve gym:ID and env.toml names)
 from .schema import EnvSchema, Field, check_program_against
 
 
@@ -70,5 +76,5 @@ if DOOR_MJX.env_id not in gym.registry:
                  max_episode_steps=_DOOR_MJX_STEPS, disable_env_checker=True)
 
 
-__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "RETURN", "EnvSchema", "EnvSpec", "Expert", "Field", "Metric", "NonFiniteAction", "add",
-           "check_against_env", "check_program_against", "get", "names"]
+__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "RETURN", "EnvError", "EnvSchema", "EnvSpec", "Expert", "Field", "Metric",
+           "NonFiniteAction", "add", "check_against_env", "check_program_against", "get", "names", "using"]

@@ -5,7 +5,8 @@ are added by the package (`polc.runtime.envs`); others add themselves with `add`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol
+import contextlib
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -15,7 +16,7 @@ from polc.typed import TypedProgram
 
 from .finite import FiniteActions
 from .metric import RETURN, Metric
-from .schema import EnvSchema, check_program_against, unknown_env
+from .schema import EnvSchema, check_program_against, env_unusable, unknown_env
 
 DEMO_SEEDS = range(0, 1000)
 EVAL_SEEDS = range(10_000, 20_000)
@@ -74,23 +75,60 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> EnvSpec:
-    """The environment called `name`; KeyError listing the known names otherwise."""
-    try:
+def get(name: str, near: Optional[str] = None) -> EnvSpec:
+    """The environment called `name`: a registered one, else what a resolver makes
+    of the name (`gym:ID`, an env.toml path: `gym_env.py`; `near` is a file whose folder
+    may hold an env.toml); KeyError listing the known names otherwise. A resolver's
+    `errors.EnvError` (a bad schema file, an id gymnasium cannot make) passes through."""
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f'unknown environment "{name}"; known: {", ".join(names())}') from None
+    for resolve in _RESOLVERS:
+        spec = resolve(name, near)
+        if spec is not None:
+            return spec
+    raise KeyError(f'unknown environment "{name}"; known: {", ".join(names())}, or gym:ID') from None
 
 
+# Functions (name, near) -> EnvSpec or None, tried in order for names not registered.
+_RESOLVERS: list[Callable[[str, Optional[str]], Optional[EnvSpec]]] = []
+
+
+def add_resolver(resolve: Callable[[str, Optional[str]], Optional[EnvSpec]]) -> None:
+    """Let `get` make specs for names no one registered (idempotent)."""
+    if resolve not in _RESOLVERS:
+        _RESOLVERS.append(resolve)
+
+
+@contextlib.contextmanager
+def using(spec: EnvSpec) -> Iterator[EnvSpec]:
+    """`get(spec.name)` is `spec` inside the block (a `gym:` env with the command's
+    --schema and --env-kwargs), whatever it was before."""
+    before = _REGISTRY.get(spec.name)
+    _REGISTRY[spec.name] = spec
+    try:
+        yield spec
+    finally:
+        if before is None:
+            _REGISTRY.pop(spec.name, None)
+        else:
+            _REGISTRY[spec.name] = before
 
 
 def check_against_env(tp: TypedProgram, env_name: str) -> list[Diagnostic]:
     """`polc check --env NAME FILE`: located diagnostics for `tp`'s `obs` and `action`
-    declarations against environment `env_name`'s schema; an unknown name gives one
-    error (E0500) listing the environments polc knows."""
-    if env_name not in _REGISTRY:
+    declarations against environment `env_name`'s schema (a `gym:` env's schema from
+    an env.toml beside FILE); an unknown name gives one error (E0500) listing the
+    environments polc knows, an environment that cannot be loaded one (E0508) saying why."""
+    from .errors import EnvError
+
+    try:
+        spec = get(env_name, near=tp.file or None)
+    except KeyError:
         return [unknown_env(env_name, names())]
-    return check_program_against(tp, get(env_name).schema)
+    except EnvError as e:
+        return [env_unusable(env_name, str(e))]
+    return check_program_against(tp, spec.schema)
 
 
-__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "EnvSpec", "Expert", "add", "check_against_env", "get", "names"]
+__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "EnvSpec", "Expert", "add", "add_resolver", "check_against_env", "get", "names",
+           "using"]

@@ -6,7 +6,7 @@ check of a Pol program's `obs` / `action` declarations against it.
 located diagnostics; every message comes from one constructor below, in the
 style of `polc.errors` (one sentence and a hint). Codes: E0500 unknown
 environment, E0501-E0502 observations, W0503 observation range, E0504-E0507
-actions.
+actions, E0508 an environment that cannot be loaded (a bad schema file).
 """
 
 from __future__ import annotations
@@ -84,6 +84,11 @@ def unknown_env(name: str, known: Sequence[str]) -> Diagnostic:
     near = closest(name, known)
     msg = f'There is no environment "{name}".' + (f' Did you mean "{near}"?' if near else "")
     return _err("E0500", None, msg, "Known environments: " + ", ".join(sorted(known)) + ".")
+
+
+def env_unusable(name: str, reason: str) -> Diagnostic:
+    return _err("E0508", None, f'The environment "{name}" cannot be loaded: {reason}',
+                "Fix the schema file or the id it names (docs/environments.md has the contract).")
 
 
 def obs_missing(span: Optional[Span], name: str, schema: EnvSchema) -> Diagnostic:

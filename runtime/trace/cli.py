@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any, Optional
 
@@ -30,6 +31,12 @@ def cmd_demos(args: argparse.Namespace) -> int:
     from ..io.table import TableWriter
 
     spec = rc.env_spec(args.env)
+    if args.expert:
+        import dataclasses
+
+        from ..envs.user_expert import UserExpertFactory
+
+        spec = dataclasses.replace(spec, _expert=UserExpertFactory(args.expert))
     seeds = list(range(args.seed, args.seed + args.episodes))
     demo = spec.demo_seeds
     if args.episodes < 1 or seeds[0] not in demo or seeds[-1] not in demo:
@@ -42,6 +49,9 @@ def cmd_demos(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise UsageError(f"polc: {e}.") from None
     command = f"polc demos {args.env} --episodes {args.episodes} --seed {args.seed}"
+    for flag, value in (("--schema", args.schema), ("--env-kwargs", args.env_kwargs), ("--expert", args.expert)):
+        if value is not None:
+            command += f" {flag} {shlex.quote(value)}"
     if perturb is not None:
         command += f" --perturb {args.perturb} --noise-seed {args.noise_seed}"
     meta = {"kind": "demonstration", "polc_version": __version__, "env": rc.env_meta(spec), "seeds": seeds,
@@ -160,7 +170,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add demos, rollout and eval to the `polc` subcommands."""
     c = sub.add_parser("demos", help="run an environment's expert and write a demonstration table")
-    c.add_argument("env", help="environment name, e.g. car_racing")
+    c.add_argument("env", help="environment: a name (car_racing), gym:ID, or an env.toml")
+    rc.env_flags(c)
+    c.add_argument("--expert", metavar="FILE.py:FUNCTION",
+                   help="your demonstrator for a gym: env, a function of the observation dict that returns the "
+                        "action dict (or MODULE:FUNCTION)")
     c.add_argument("--episodes", type=int, default=1)
     c.add_argument("--seed", type=int, default=0, help="seed of the first episode (demonstration seeds: 0..999)")
     c.add_argument("--perturb", metavar="SIGMA",

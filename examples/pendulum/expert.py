@@ -1,0 +1,33 @@
+"""A swing-up demonstrator for gymnasium's Pendulum-v1, written for polc's example
+(`polc demos gym:Pendulum-v1 --schema env.toml --expert expert.py:act`).
+
+Pendulum-v1's dynamics (g = 10, m = l = 1, dt = 0.05, torque in [-2, 2]):
+theta'' = 15 sin(theta) + 3 u with theta = 0 upright. With the energy
+E = theta'^2 / 6 + 5 cos(theta), dE/dt = theta' u, so
+- swing-up (energy shaping): u = K_E (E_UP - E) theta', pumping energy in until
+  the pole reaches the upright energy E_UP = 5;
+- balance (near upright, cos(theta) > COS_BALANCE): the linear controller
+  u = -(KP theta + KD theta'), which makes theta'' = (15 - 3 KP) theta - 3 KD theta' stable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+K_E, E_UP = 2.0, 5.0
+KP, KD = 10.0, 2.0
+COS_BALANCE = 0.85
+U_MAX = 2.0
+
+
+def act(obs: dict) -> dict:
+    c, s, w = float(obs["cos_th"]), float(obs["sin_th"]), float(obs["th_dot"])
+    theta = math.atan2(s, c)
+    if c > COS_BALANCE:
+        u = -(KP * theta + KD * w)
+    else:
+        energy = w * w / 6.0 + 5.0 * c
+        u = K_E * (E_UP - energy) * w
+    return {"torque": float(np.clip(u, -U_MAX, U_MAX))}
