@@ -1,0 +1,2 @@
+" Pol policy files (polc): *.pol
+autocmd BufRead,BufNewFile *.pol setfiletype pol
