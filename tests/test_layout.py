@@ -1,6 +1,7 @@
 """The layout stays what docs say it is: no import cycle among polc's own modules
 (imports inside functions count; so do the lazy re-exports of a package's
-`__init__`), and the compiler never imports the runtime.
+`__init__`), and the compiler (with the language server beside it) never imports
+the runtime.
 
 The graph is computed from the source with `ast`, not by importing anything.
 Importing `a.b.c` runs the `__init__` of `a` and `a.b` first, so an edge goes to
@@ -17,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Import name -> source folder, as pyproject.toml's package-dir maps them (most specific first).
-PACKAGES = (("polc.runtime", ROOT / "runtime"), ("polc.grammar", ROOT / "grammar"), ("polc", ROOT / "compiler"))
+PACKAGES = (("polc.runtime", ROOT / "runtime"), ("polc.grammar", ROOT / "grammar"), ("polc.lsp", ROOT / "lsp"),
+            ("polc", ROOT / "compiler"))
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
