@@ -3,12 +3,24 @@
 A conversation is a list of `Message`s; roles are "system" (instructions, at most one,
 first), "user" and "model". `Backend.complete` returns a `Reply` or raises an `LLMError`
 subclass whose message is one sentence a person can act on.
+
+Every call has one wall-clock limit over all its attempts: `TimeLimited` (which every
+backend `make_backend` and `polc refine`/`polc generate` open is wrapped in) runs the
+call in a daemon worker thread and, when `seconds` (DEFAULT_TIMEOUT, 600 s, unless
+`--llm-timeout` says otherwise) pass without a reply, abandons it and raises `TimedOut`.
+This holds however the provider misbehaves: an HTTP read timeout only bounds the gap
+between two bytes, so a server trickling one byte every 20 s would otherwise hold a call
+for hours, and retries multiply any per-attempt limit. The abandoned call is told to stop
+(`abandon()`, when the backend has one) and, being a daemon thread, never delays exit.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
+
+DEFAULT_TIMEOUT = 600.0  # seconds for one LLM call, every attempt and backoff included
 
 ROLES = ("system", "user", "model")
 
@@ -78,6 +90,55 @@ class MalformedReply(LLMError):
 
 class ReplayMismatch(LLMError):
     """A replayed conversation asked something other than what was recorded, or more."""
+
+
+class TimedOut(LLMError):
+    """An LLM call did not finish within its total wall-clock limit (all attempts together)."""
+
+
+def check_timeout(seconds: Any) -> float:
+    """`seconds` as a positive, finite limit; ValueError saying what is wrong otherwise."""
+    value = float(seconds)
+    if not (0 < value < float("inf")):
+        raise ValueError(f"the LLM time limit must be a positive number of seconds, not {seconds}")
+    return value
+
+
+class TimeLimited:
+    """`inner` with every `complete` ending within `seconds` of wall time (see the module
+    docstring). Other attributes (`position`, `last_mismatch`, ...) are `inner`'s."""
+
+    def __init__(self, inner: Backend, seconds: float = DEFAULT_TIMEOUT):
+        self.inner = inner
+        self.name = inner.name
+        self.seconds = check_timeout(seconds)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+    def complete(self, messages: Sequence[Message]) -> Reply:
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["reply"] = self.inner.complete(messages)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f"polc-llm-call ({self.name})", daemon=True).start()
+        if not done.wait(self.seconds):
+            abandon = getattr(self.inner, "abandon", None)
+            if abandon is not None:
+                abandon()
+            raise TimedOut(f"The model ({self.name}) did not finish its reply within {self.seconds:g} s, the "
+                           f"limit of one LLM call over all its attempts (--llm-timeout SECONDS changes it).")
+        if "error" in box:
+            raise box["error"]
+        return box["reply"]
+
 
 
 def render(messages: Sequence[Message]) -> str:

@@ -4,6 +4,8 @@ The key comes from GOOGLE_API_KEY or GEMINI_API_KEY (GOOGLE_API_KEY first when b
 as the SDK does). Retries are the SDK's own (`HttpRetryOptions`): exponential backoff with
 jitter on 408, 429, 500, 502, 503, 504 and on connection errors and timeouts. The endpoint
 can be moved (for tests, a fake server on 127.0.0.1) by `base_url` or POLC_GEMINI_BASE_URL.
+`timeout` bounds one HTTP attempt's reads; the limit of a whole call (every attempt, and a
+trickling reply) is `base.TimeLimited`'s, which `make_backend` puts around this backend.
 """
 
 from __future__ import annotations
@@ -79,6 +81,15 @@ class GeminiBackend:
         except Exception as e:  # noqa: BLE001 - every SDK/transport failure becomes an LLMError
             raise self._explain(e) from e
         return Reply(_reply_text(response), *_token_counts(response), time.monotonic() - start)
+
+    def abandon(self) -> None:
+        """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client, so a
+        call still retrying fails at once and its connections do not linger. The backend is
+        not used again."""
+        try:
+            self._client.close()
+        except Exception:  # noqa: BLE001 - the call is abandoned whatever closing says
+            pass
 
     def _explain(self, e: Exception) -> LLMError:
         from google.genai import errors
