@@ -8,6 +8,17 @@
 Without --llm a run uses Gemini (gemini-2.5-flash) when GEMINI_API_KEY or GOOGLE_API_KEY
 is set, and otherwise the task's bundled scripted session, saying so plainly. Nothing
 heavy is imported until a command runs.
+
+Each LLM call has one wall-clock limit over all its attempts, `--llm-timeout SECONDS`
+(default 600, `polc.runtime.llm.DEFAULT_TIMEOUT`); a call that exceeds it (a provider that
+never answers, or trickles its reply) stops the run, which `--resume` continues.
+
+Exit codes: 0 the run finished (STOP, its last round, or already finished); 1 it stopped
+on an error to fix (the provider, the task, the sandbox; `--resume` continues it); 2 bad
+usage; 4 (EXIT_UNUSABLE) it ended because the model's replies could not be used (no usable
+reply, or programs that never passed `polc check` or never fitted within the allowed
+retries): its rounds up to then, summary and table are written as for a finished run.
+130 interrupted. `polc generate` exits 4 on unusable replies too.
 """
 
 from __future__ import annotations
@@ -21,6 +32,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..cli import UsageError
+
+
+EXIT_UNUSABLE = 4  # the run ended because the model's replies could not be used
 
 
 def _fail(message: str) -> int:
@@ -68,7 +82,8 @@ def _new_run(args: argparse.Namespace):
     task = load_task(args.task, args.env)
     try:
         settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
-                            eval_episodes=args.eval_episodes)
+                            eval_episodes=args.eval_episodes,
+                            **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}))
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
     if args.quick:
@@ -108,13 +123,21 @@ def _resumed_run(args: argparse.Namespace):
         run = RunDir.open(args.resume)
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
+    from dataclasses import replace
+
     config = run.config
     task = load_task(config["task"], config["env"])
-    return run, task, Settings.from_json(config["settings"]), Choice(config["llm"], config["llm_kind"],
-                                                                        config.get("llm_source"))
+    settings = Settings.from_json(config["settings"])
+    if args.llm_timeout is not None:  # this invocation's limit; the run's settings stay as recorded
+        try:
+            settings = replace(settings, llm_timeout=args.llm_timeout)
+        except ValueError as e:
+            raise UsageError(f"polc: {e}.") from None
+    return run, task, settings, Choice(config["llm"], config["llm_kind"], config.get("llm_source"))
 
 
 def cmd_refine(args: argparse.Namespace) -> int:
+    from ..io.table import TableError
     from ..llm import LLMError
     from ..sandbox.process import SandboxUnavailable
     from .loop import Loop, RoundEnd, TaskError
@@ -143,10 +166,14 @@ def cmd_refine(args: argparse.Namespace) -> int:
         print(f"polc: interrupted; the round in progress will be redone: polc refine --resume {run.path}",
               file=sys.stderr)
         return 130
-    except (LLMError, SandboxUnavailable, RoundEnd, TaskError) as e:
+    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError) as e:
         return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
                      f"`polc refine --resume {run.path}`.")
     _finish(run, loop, notice, status, task)
+    if loop.history and loop.history[-1].get("unusable_replies"):
+        print(f"polc: the run ended early because the model's replies could not be used (exit "
+              f"{EXIT_UNUSABLE}): {loop.history[-1]['end']}.", file=sys.stderr)
+        return EXIT_UNUSABLE
     return 0
 
 
@@ -185,7 +212,7 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ..llm import LLMError
+    from ..llm import LLMError, check_timeout
     from .converse import Caller, NoUsableReply, RevisionRejected
     from .loop import Task, generate
     from .rundir import write_atomic
@@ -201,6 +228,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not env:
         raise UsageError("polc: generate needs --env NAME (e.g. --env car_racing).")
     try:
+        timeout = check_timeout(args.llm_timeout) if args.llm_timeout is not None else Settings().llm_timeout
+    except ValueError as e:
+        raise UsageError(f"polc: {e}.") from None
+    try:
         if args.llm is None:
             from .scripted import has_key
 
@@ -211,7 +242,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         spec = environment(env, Settings())
         record = Path(args.output).with_suffix(".generate")
         record.mkdir(parents=True, exist_ok=True)
-        call = Caller(open_backend(choice), record, 0, lambda s: print(f"notice: {s}", file=sys.stderr))
+        call = Caller(open_backend(choice, timeout=timeout), record, 0,
+                      lambda s: print(f"notice: {s}", file=sys.stderr))
         task = Task(path.parent, text, env, path, None)
 
         def save(attempt: int, pol: str, result: Any) -> None:
@@ -223,8 +255,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         program, pol = generate(call, task, spec, Settings(max_repairs=args.max_repairs), str(args.output), save)
     except KeyError as e:
         raise UsageError(f"polc: {e.args[0]}.") from None
-    except (LLMError, NoUsableReply, RevisionRejected) as e:
+    except LLMError as e:
         return _fail(str(e))
+    except (NoUsableReply, RevisionRejected) as e:
+        _fail(f"{e}; nothing written to {args.output} (the exchanges are in {record}).")
+        return EXIT_UNUSABLE
     write_atomic(args.output, pol)
     c = call.counts
     print(f"wrote {args.output}: policy \"{program.typed.name}\", {len(program.typed.nodes)} nodes, "
@@ -257,9 +292,13 @@ def register(sub: Any) -> None:
     c.add_argument("-o", "--output", required=True, help="the .pol file to write")
     c.add_argument("--llm", help="gemini:MODEL, replay:DIR or manual:DIR (default: gemini with a key)")
     c.add_argument("--max-repairs", type=int, default=5, help="repairs of a program failing polc check")
+    _timeout_flag(c)
     c.set_defaults(func=cmd_generate)
 
-    c = sub.add_parser("refine", help="the refinement loop: fit, roll out, analyse with an LLM, revise")
+    c = sub.add_parser("refine", help="the refinement loop: fit, roll out, analyse with an LLM, revise",
+                       epilog="exit codes: 0 finished; 1 stopped on an error (continue with --resume); 2 bad "
+                              f"usage; {EXIT_UNUSABLE} ended because the model's replies could not be used; "
+                              "130 interrupted")
     c.add_argument("task", nargs="?", help="task folder with task.md, demo.parquet and initial.pol")
     c.add_argument("--rounds", type=int, default=6, help="rounds that end in a move of the model")
     c.add_argument("--llm", help="gemini:MODEL or replay:DIR (default: gemini-2.5-flash with GEMINI_API_KEY, "
@@ -273,4 +312,11 @@ def register(sub: Any) -> None:
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
     c.add_argument("--env", help="environment name (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    _timeout_flag(c)
     c.set_defaults(func=cmd_refine)
+
+
+def _timeout_flag(c: Any) -> None:
+    c.add_argument("--llm-timeout", type=float, metavar="SECONDS",
+                   help="wall-clock limit of one LLM call over all its attempts (default 600); a call "
+                        "that exceeds it stops the run")

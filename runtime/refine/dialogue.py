@@ -126,6 +126,9 @@ class Dialogue:
         f = self.fitted.info
         fit = (f"Fitted to the demonstration ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
                f"validation loss {f['val_loss']:.4g}. Fitted weights: {fmt_weights(self.fitted.weights)}.\n")
+        outside = self._outside_ranges()
+        if outside:
+            fit += f"\n{outside}\nThe fit used every row as it is.\n"
         warnings = [d for d in self.program.warnings]
         if warnings:
             from polc.diagnostics import render_all
@@ -135,6 +138,13 @@ class Dialogue:
                                 history=context.history(self.loop.history, self.s.feedback, self.loop.metric,
                                                         self.loop.task.instance),
                                 pol=self.text.rstrip(), fit=fit)
+
+    def _outside_ranges(self) -> str:
+        """Where the demonstration leaves this structure's declared ranges ('' if nowhere)."""
+        from ..io.demo_check import out_of_range, range_report
+
+        demo = self.loop.demo
+        return range_report(out_of_range(demo, self.program.typed), demo.num_rows, "The demonstration")
 
     def _trace(self) -> Any:
         from ..io.table import read_table

@@ -8,7 +8,9 @@ A round k:
                 fitted (non-finite loss, divergence) is sent back for a regeneration,
                 at most `max_regenerations` times
     rollout     traced episodes on training seeds -> trace.parquet
-    evaluate    untraced episodes on unseen seeds (never shown to the model)
+    evaluate    untraced episodes on unseen seeds (never shown to the model); a fitted
+                structure whose action is not finite in either (`NonFiniteAction`) has no
+                score: it is sent back for a regeneration like an unfittable one
     diagnose    polc's built-in diagnostics of the rollout
     converse    by feedback mode:
                   analysis  the model writes analysis code from the task, the structure and
@@ -23,13 +25,14 @@ A round k:
 Rounds 0 .. rounds-1 end in a move; a revision from the last of them is fitted and
 evaluated in one final round without a move. The run ends at STOP, after that final
 round, or when a round cannot go on (no fittable or checkable structure, no usable
-reply). Environment resets are counted as in the paper's Table 1: the episodes whose
-traces the model is given (refinement interactions; fitting uses none); evaluation
-episodes are counted separately.
+reply: the round's metrics then say `"unusable_replies": true`). Environment resets are
+counted as in the paper's Table 1: the episodes whose traces the model is given
+(refinement interactions; fitting uses none); evaluation episodes are counted separately.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -52,7 +55,19 @@ class TaskError(Exception):
 
 
 class RoundEnd(Exception):
-    """The run cannot go on after this round; str(e) says why."""
+    """The run cannot go on after this round; str(e) says why. `unusable`: because the
+    model's replies could not be used (garbage, programs that never check or never fit)."""
+
+    def __init__(self, message: str, unusable: bool = False):
+        super().__init__(message)
+        self.unusable = unusable
+
+
+def _non_finite(e: BaseException) -> bool:
+    """`e` is an `envs.NonFiniteAction` (imported only here: gymnasium is heavy)."""
+    from ..envs.finite import NonFiniteAction
+
+    return isinstance(e, NonFiniteAction)
 
 
 @dataclass(frozen=True)
@@ -111,18 +126,26 @@ class Loop:
 
     def __init__(self, run: RunDir, task: Task, settings: Settings, choice: Choice, ui: Any,
                  on_round: Optional[Callable[["Loop"], None]] = None, backend: Optional[Any] = None):
-        from ..io.table import read_table
+        from ..io.demo_check import partial_note
+        from ..io.table import TableError, read_table
 
         self.run_dir, self.task, self.settings, self.choice, self.ui = run, task, settings, choice, ui
         self.on_round = on_round
         self.spec = environment(task.env, settings)
         self.metric = metric_of(self.spec)  # what a round is scored by (spec.metric; the return by default)
-        self.demo = read_table(str(task.demo))
+        try:
+            self.demo = read_table(str(task.demo))
+        except TableError as e:
+            raise TaskError(f"the task's demonstration cannot be used: {e}.") from None
+        partial = partial_note(self.demo)
+        if partial:
+            ui.notice(partial + "; every round is fitted to those episodes")
         self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
         self.history = [run.metrics(k) for k in run.complete_rounds()]
         self.calls = sum(m["llm"]["calls"] for m in self.history)
         # `backend` replaces the one `choice` names (tests); it must already be at request `calls`.
-        self.backend = backend if backend is not None else open_backend(choice, start=self.calls)
+        self.backend = backend if backend is not None else open_backend(choice, start=self.calls,
+                                                                        timeout=settings.llm_timeout)
 
     @property
     def finished(self) -> bool:
@@ -151,14 +174,15 @@ class Loop:
         start = time.monotonic()
         try:
             program, text = self._structure(k, call, d)
-            fitted, program, text = self._fit(k, program, text, call, m)
-            self._observe(k, fitted, program, text, m, final)
+            fitted, program, text = self._fit(k, program, text, call, m, final)
             if not final:
                 self._converse(k, program, text, fitted, call, m)
             else:
                 m["end"] = "the last revision was fitted and evaluated"
         except RoundEnd as e:
             m["end"] = str(e)
+            if e.unusable:
+                m["unusable_replies"] = True
         m["llm"] = call.counts.to_json()
         m["seconds"] = round(time.monotonic() - start, 2)
         if m.get("move", {}).get("kind") == "STOP":
@@ -190,7 +214,7 @@ class Loop:
         try:
             return generate(call, self.task, self.spec, self.settings, file, self._saver(d, "generated"))
         except (NoUsableReply, RevisionRejected) as e:
-            raise RoundEnd(f"no initial structure: {e}") from None
+            raise RoundEnd(f"no initial structure: {e}", unusable=True) from None
 
     def _saver(self, d: Path, stem: str):
         def save(attempt: int, text: str, result: Checked) -> None:
@@ -201,43 +225,71 @@ class Loop:
                                    result.report)
         return save
 
-    def _fit(self, k: int, program: Any, text: str, call: Caller, m: dict) -> tuple[Fitted, Any, str]:
+    def _fit(self, k: int, program: Any, text: str, call: Caller, m: dict,
+             final: bool) -> tuple[Fitted, Any, str]:
+        """Fit, then observe (rollout, evaluation, diagnostics). A structure that cannot be
+        fitted, or whose fitted actions are not finite in the rollout, is kept as
+        `unfittable-N` / `nonfinite-N` and sent back for a regeneration with the reason."""
         s, d = self.settings, self.run_dir.round_dir(k)
         regenerations = 0
         while True:
             self.ui.phase(k, "fitting to the demonstration")
             t = time.monotonic()
             try:
-                fitted = fit_program(program, self.demo, s)
-                self._timed(m, "fit", t)
+                try:
+                    fitted = fit_program(program, self.demo, s)
+                finally:
+                    self._timed(m, "fit", t)
+                self._keep(k, fitted, program, text, m)
+                self._observe(k, fitted, program, text, m, final)
                 break
-            except FitFailed as e:
-                self._timed(m, "fit", t)
+            except (FitFailed, ValueError) as e:
+                if not isinstance(e, FitFailed) and not _non_finite(e):
+                    raise
                 regenerations += 1
-                self.run_dir.write(f"{d.name}/unfittable-{regenerations}.pol", text)
-                self.run_dir.write(f"{d.name}/unfittable-{regenerations}.txt", str(e) + "\n")
+                stem = f"{'unfittable' if isinstance(e, FitFailed) else 'nonfinite'}-{regenerations}"
+                self.run_dir.write(f"{d.name}/{stem}.pol", text)
+                self.run_dir.write(f"{d.name}/{stem}.txt", str(e) + "\n")
+                if not isinstance(e, FitFailed) and (d / "params.json").is_file():
+                    (d / "params.json").replace(d / f"{stem}.params.json")
+                what = "fitting failed" if isinstance(e, FitFailed) else "the fitted policy's action was not finite"
                 if regenerations > s.max_regenerations:
                     m["regenerations"] = regenerations - 1
-                    raise RoundEnd(f"the structure could not be fitted after {s.max_regenerations} "
-                                   f"regenerations: {e}") from None
-                self.ui.notice(f"round {k}: fitting failed ({e}); asking for a regeneration "
+                    how = "fitted" if isinstance(e, FitFailed) else "rolled out with finite actions"
+                    raise RoundEnd(f"the structure could not be {how} after {s.max_regenerations} "
+                                   f"regenerations: {e}", unusable=True) from None
+                self.ui.notice(f"round {k}: {what} ({e}); asking for a regeneration "
                                f"({regenerations} of {s.max_regenerations})")
-                program, text = self._regenerate(k, text, str(e), regenerations, call)
+                template = "regenerate" if isinstance(e, FitFailed) else "nonfinite"
+                program, text = self._regenerate(k, text, str(e), regenerations, call, template)
         m["regenerations"] = regenerations
+        return fitted, program, text
+
+    def _keep(self, k: int, fitted: Fitted, program: Any, text: str, m: dict) -> None:
+        """Save the fitted structure and its params, and what the metrics say of them."""
+        from ..io.demo_check import out_of_range
         from ..io.params import save_params, structure_sha256
 
+        d = self.run_dir.round_dir(k)
         self.run_dir.write(f"{d.name}/policy.pol", text)
         save_params(str(d / "params.json"), fitted.policy, fitted.params, fitted.info)
         m.update(policy_name=program.typed.name, structure_sha256=structure_sha256(program.typed),
                  fit={k2: fitted.info[k2] for k2 in ("loss", "val_loss", "train_loss", "restart", "epoch",
                                                      "seconds")},
                  weights=fitted.weights)
-        return fitted, program, text
+        outside = out_of_range(self.demo, program.typed)
+        if outside:
+            m["demo_outside_ranges"] = [{"column": f.column, "rows": f.rows, "by": f.by if math.isfinite(f.by)
+                                         else "inf"} for f in outside]
+        else:
+            m.pop("demo_outside_ranges", None)
 
-    def _regenerate(self, k: int, text: str, error: str, attempt: int, call: Caller) -> tuple[Any, str]:
+    def _regenerate(self, k: int, text: str, error: str, attempt: int, call: Caller,
+                    template: str = "regenerate") -> tuple[Any, str]:
         s, d = self.settings, self.run_dir.round_dir(k)
-        self.ui.phase(k, f"LLM: regenerating an unfittable structure ({attempt} of {s.max_regenerations})")
-        prompt = templates.render("regenerate", task=self.task.text.rstrip(), attempt=attempt,
+        kind = "an unfittable" if template == "regenerate" else "a non-finite"
+        self.ui.phase(k, f"LLM: regenerating {kind} structure ({attempt} of {s.max_regenerations})")
+        prompt = templates.render(template, task=self.task.text.rstrip(), attempt=attempt,
                                   max_attempts=s.max_regenerations, error=error.rstrip(), pol=text.rstrip())
         messages = [Message("system", templates.template("system")), Message("user", prompt)]
         try:
@@ -247,7 +299,7 @@ class Loop:
                                                s.max_repairs, s.max_reply_retries,
                                                self._saver(d, f"regenerated-{attempt}"))
         except (NoUsableReply, RevisionRejected) as e:
-            raise RoundEnd(f"no fittable structure: {e}") from None
+            raise RoundEnd(f"no fittable structure: {e}", unusable=True) from None
         return program, new
 
     def _observe(self, k: int, fitted: Fitted, program: Any, text: str, m: dict, final: bool) -> None:
@@ -291,9 +343,9 @@ class Loop:
         try:
             move = Dialogue(self, k, program, text, fitted, call, m).run()
         except NoUsableReply as e:
-            raise RoundEnd(str(e)) from None
+            raise RoundEnd(str(e), unusable=True) from None
         except RevisionRejected as e:
-            raise RoundEnd(f"the revision was rejected: {e}") from None
+            raise RoundEnd(f"the revision was rejected: {e}", unusable=True) from None
         m["move"] = {"kind": move.kind, "summary": replies.summary(move.prose), "notes": list(move.notes)}
 
 

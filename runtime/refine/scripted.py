@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..llm import LLMError, Message, Reply, ReplayMismatch, make_backend, read_exchanges, render
+from ..llm import (DEFAULT_TIMEOUT, LLMError, Message, Reply, ReplayMismatch, TimeLimited, make_backend,
+                   read_exchanges, render)
 from ..llm.gemini import KEY_VARS
 from ..llm.replay import prompt_diff
 
@@ -128,13 +129,14 @@ def choose(llm: Optional[str], task_dir: str | os.PathLike) -> Choice:
                    f"--llm replay:DIR; {task_dir} has no scripted session ({session}/exchanges.jsonl).")
 
 
-def open_backend(choice: Choice, start: int = 0):
-    """The backend of `choice`, positioned at request `start` (a resumed run)."""
+def open_backend(choice: Choice, start: int = 0, timeout: float = DEFAULT_TIMEOUT):
+    """The backend of `choice`, positioned at request `start` (a resumed run), each call
+    limited to `timeout` seconds over all its attempts (`polc.runtime.llm.TimeLimited`)."""
     if choice.kind == "scripted":
-        return ScriptedBackend(choice.source, start)
+        return TimeLimited(ScriptedBackend(choice.source, start), timeout)
     if choice.kind == "manual":
-        return ManualBackend(choice.source, start)
-    backend = make_backend(choice.spec)
+        return TimeLimited(ManualBackend(choice.source, start), timeout)
+    backend = make_backend(choice.spec, timeout=timeout)
     if choice.kind == "replay":
-        backend.position = start
+        backend.inner.position = start
     return backend

@@ -16,7 +16,7 @@ from typing import Any
 
 PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 NAMES = ("system", "generate", "round", "rollout", "analysis-request", "feedback", "table",
-         "diagnostics", "moves", "repair", "regenerate", "reply-error")
+         "diagnostics", "moves", "repair", "regenerate", "nonfinite", "reply-error")
 
 
 class TemplateError(Exception):

@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple, Optional, Sequence
 
+from ..llm.base import DEFAULT_TIMEOUT
+
 FEEDBACK_MODES = ("analysis", "table", "none")
 
 
@@ -35,6 +37,7 @@ class Settings:
     analysis_wall_seconds: float = 120.0
     output_chars: int = 6000         # how much the analysis is asked to print ...
     feedback_chars: int = 12000      # ... and how much of it is sent back
+    llm_timeout: float = DEFAULT_TIMEOUT  # seconds for one LLM call, all its attempts together
     quick: bool = False
 
     def __post_init__(self) -> None:
@@ -42,6 +45,8 @@ class Settings:
             raise ValueError(f"feedback must be one of {', '.join(FEEDBACK_MODES)}, not {self.feedback!r}")
         if self.rounds < 1 or self.rollout_episodes < 1 or self.eval_episodes < 1:
             raise ValueError("rounds, rollout episodes and eval episodes must be at least 1")
+        if not (0 < self.llm_timeout < math.inf):
+            raise ValueError(f"the LLM time limit must be a positive number of seconds, not {self.llm_timeout}")
 
     def to_json(self) -> dict:
         return asdict(self)
