@@ -11,7 +11,7 @@ import pytest
 from polc.cli import main as polc
 from polc.runtime.envs.metric import RETURN, Metric
 from polc.runtime.experiment import QUICK, TASKS, Experiment, ExperimentError, Row
-from polc.runtime.experiment.report import markdown
+from polc.runtime.experiment.report import curve, markdown, plot_curves
 from polc.runtime.experiment.run import digest_refinement, first_reached, pooled, reached
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,3 +183,22 @@ def test_the_table_shows_the_share_solved_the_success_rate_and_the_seeds_of_an_r
     assert "| 0.0500 ± 0.0100 (3 seeds) | 0.95 |\n" in text
     assert "spread (std) of those means across seeds" in text and "Meta-World's `success`" in text
     assert full.seeds == 100 and full.rl_seeds == 3
+
+
+@pytest.mark.parametrize("budget, updates", [(QUICK, 1), (type(QUICK)(), 3)])
+def test_rl_curves_plot_one_update_as_a_point_and_several_seeds_as_a_band(tmp_path, budget, updates):
+    for s in TASKS["car_racing"].structures:
+        for k in range(budget.rl_seeds):
+            log = [{"resets": 20 * (u + 1), "return_mean": 500.0 + 10 * u + k, "return_std": 30.0}
+                   for u in range(updates)]
+            (tmp_path / "rl" / s.key / f"seed{k}").mkdir(parents=True)
+            (tmp_path / "rl" / s.key / f"seed{k}" / "log.json").write_text(json.dumps({"log": log}))
+    path = plot_curves(tmp_path / "c.png", TASKS["car_racing"], budget, tmp_path, {"resets": 2})
+    assert Path(path).read_bytes().startswith(PNG)
+    resets, mean, lo, hi, band = curve([json.loads((tmp_path / "rl" / "mlp" / f"seed{k}" / "log.json").read_text())
+                                        ["log"] for k in range(budget.rl_seeds)])
+    assert resets == [20 * (u + 1) for u in range(updates)]
+    if budget.rl_seeds == 1:
+        assert (lo[0], hi[0]) == (470.0, 530.0) and band == "± std of the update's episodes"
+    else:
+        assert mean[0] == 501.0 and (lo[0], hi[0]) == (500.0, 502.0) and band == "range over 3 seeds"

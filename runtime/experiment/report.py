@@ -129,8 +129,15 @@ def results_json(task: Task, budget: Budget, rows: Sequence[Row], refinement: di
             "step_seconds": steps, "wall_seconds": round(sum(steps.values()), 1)}
 
 
-def _title(task: Task, budget: Budget, what: str) -> str:
-    return f"{task.name}: {what}" + (f"\n{quick_notice(budget)}" if budget.quick else "")
+def _set_title(ax: Any, task: Task, budget: Budget, what: str) -> None:
+    """The plot's title; a quick run's says so, in red."""
+    if budget.quick:
+        import textwrap
+
+        notice = "\n".join(textwrap.wrap(quick_notice(budget), 100))
+        ax.set_title(f"{task.name}: {what}\n{notice}", fontsize=8, color="C3")
+    else:
+        ax.set_title(f"{task.name}: {what}", fontsize=10)
 
 
 def plot_rounds(path: Path, task: Task, budget: Budget, rows: Sequence[Row], refinement: dict,
@@ -159,8 +166,7 @@ def plot_rounds(path: Path, task: Task, budget: Budget, rows: Sequence[Row], ref
     ax.set_xlabel("refinement round")
     ax.set_ylabel(f"{metric.name}" + (f" ({metric.unit})" if metric.unit else "") + f", {metric.direction}")
     who = "scripted session" if refinement.get("scripted") else refinement.get("llm")
-    ax.set_title(_title(task, budget, f"{task.figure} ({who})"), fontsize=10 if not budget.quick else 7,
-                 color="C3" if budget.quick else None)
+    _set_title(ax, task, budget, f"{task.figure} ({who})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return save_png(FigureCanvasAgg(fig), str(path))
@@ -220,8 +226,7 @@ def plot_curves(path: Path, task: Task, budget: Budget, out: Path, refinement: d
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("resets (refinement + training episodes)")
     ax.set_ylabel(f"mean training return (sampled actions)\nband: {band}")
-    ax.set_title(_title(task, budget, "RL from the IL params"), fontsize=10 if not budget.quick else 7,
-                 color="C3" if budget.quick else None)
+    _set_title(ax, task, budget, "RL from the IL params")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return save_png(FigureCanvasAgg(fig), str(path))
