@@ -216,3 +216,19 @@ def test_a_nan_params_file_is_a_failure_of_the_command_naming_the_weight(tmp_pat
     path.write_text(json.dumps(doc))
     with pytest.raises(Failure, match=r'p.params\': weight "k" is nan'):  # exit 1 through rc.guard
         params_for(policy, str(path))
+
+
+def test_polc_analyze_reads_params_files_with_the_same_checks(tmp_path):
+    from polc.runtime.diagnostics.base import DiagnosticsError, load_params as diagnostics_params
+
+    path, policy, doc = _saved_doc(tmp_path)
+    tp = policy.program
+    assert set(diagnostics_params(str(path), tp).weights) == {"k", "b", "v"}
+    doc["weights"]["k"] = "4.8"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DiagnosticsError, match=r'p.params\': weight "k" is the string "4.8", not a number\.$'):
+        diagnostics_params(str(path), tp)
+    doc["weights"]["k"] = 0.5
+    doc["mlps"]["z.mlp"]["Dense_0"]["bias"][1] = float("inf")
+    with pytest.raises(DiagnosticsError, match=r'mlp "z.mlp" Dense_0/bias\[1\] is inf'):
+        diagnostics_params(doc, tp)  # a params file's JSON given in-process

@@ -287,3 +287,17 @@ def test_fit_refuses_a_table_whose_array_column_does_not_match_its_shape(toy_dem
     err = capsys.readouterr().err
     assert code == 2 and 'column "obs.gap" cannot be read: it holds 2 values per step but its metadata says ' \
                          'shape [3]' in err, err
+
+
+def test_analyze_code_refuses_a_damaged_trace_before_the_sandbox(toy_demo, tmp_path, capsys):
+    from polc.cli import main
+
+    damaged = tmp_path / "trace.parquet"
+    damaged.write_bytes((toy_demo / "demo.parquet").read_bytes())
+    flip_inside_a_data_page(damaged, "obs.gap.list.element")
+    code_file = tmp_path / "a.py"
+    code_file.write_text("def analyze(df):\n    print(len(df))\n")
+    capsys.readouterr()
+    code = main(["analyze", str(damaged), "--code", str(code_file)])
+    out, err = capsys.readouterr()
+    assert code == 1 and f"'{damaged}' is damaged: a data page fails its checksum" in err and out == "", err

@@ -156,19 +156,25 @@ def load_params(params: Any, tp: TypedProgram) -> Params:
 
     if params is None:
         return Params(None, None, "the trace's weight columns")
+    from ..io.params import ParamsError, checked_values, read_params
+
     source = "the params given"
     if isinstance(params, (str, os.PathLike)):
-        from ..io.params import ParamsError, read_params
-
         try:
             params, source = read_params(os.fspath(params)), os.fspath(params)
         except ParamsError as e:
             raise DiagnosticsError(as_sentence(str(e))) from None
     if not isinstance(params, Mapping):
         raise DiagnosticsError(f"params must be a params file, its JSON or a params dict, not {type(params).__name__}.")
-    if "polc_params" in params:  # a params file's JSON: constrained values
-        weights = {k: np.asarray(v, np.float64) for k, v in params.get("weights", {}).items()}
-        mlps = {k: _arrays(v) for k, v in (params.get("mlps") or {}).items()}
+    if "polc_params" in params:  # a params file's JSON: constrained values, each checked to be a finite number
+        doc = {**params, "weights": params.get("weights") or {}, "mlps": params.get("mlps") or {}}
+        if not isinstance(doc["weights"], Mapping) or not isinstance(doc["mlps"], Mapping):
+            raise DiagnosticsError(f"The params in {source} are not a params file's JSON (weights and mlps must be "
+                                   f"objects by name).")
+        try:
+            weights, mlps = checked_values(doc, source)
+        except ParamsError as e:
+            raise DiagnosticsError(as_sentence(str(e))) from None
     else:  # the runtime's params: unconstrained
         weights = {}
         for w in tp.weights:

@@ -52,6 +52,18 @@ def _metadata(path: str) -> dict:
         raise _Bad(as_sentence(str(e))) from None
 
 
+def _readable(path: str) -> None:
+    """Read the whole trace once, so a damaged page (its checksum) or a malformed column is a
+    clear sentence here; the sandbox's own reader does not verify checksums."""
+    from .base import as_sentence
+    from ..io.table import TableError, read_table
+
+    try:
+        read_table(path)
+    except TableError as e:
+        raise _Bad(as_sentence(str(e))) from None
+
+
 def _builtin(args: argparse.Namespace) -> None:
     from .base import DiagnosticsError
     from .report import builtin_report
@@ -75,7 +87,7 @@ def _user_code(args: argparse.Namespace) -> int:
             code = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise _Bad(f"cannot read '{args.code}': {getattr(e, 'strerror', None) or e}.") from None
-    _metadata(args.trace)  # fail here, clearly, rather than inside the sandbox
+    _readable(args.trace)  # fail here, clearly, rather than inside the sandbox
     try:
         result = run_analysis(code, args.trace)
     except SandboxUnavailable as e:

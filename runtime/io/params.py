@@ -272,8 +272,10 @@ def _mlp_tree(tree: Any, key: str, path: str, at: str = "", depth: int = 0) -> A
     return _values(tree, f'mlp "{key}" {at.lstrip("/") or "value"}', path)
 
 
-def _checked_values(doc: dict, path: str) -> tuple[dict, dict]:
-    """The file's weights and mlps with every value checked (see `_values`)."""
+def checked_values(doc: dict, path: str) -> tuple[dict, dict]:
+    """A params file's (`read_params`) weights and mlps as float64 arrays, every value checked
+    to be a finite float32 number in a regular array; `ParamsError` naming `path`, the weight
+    or mlp leaf, and what is wrong."""
     weights = {name: _values(v, f'weight "{name}"', path) for name, v in doc["weights"].items()}
     mlps = {}
     for key, tree in (doc.get("mlps") or {}).items():
@@ -349,7 +351,7 @@ def load_params(path: str, policy, allow_structure_change: bool = False) -> dict
 
     tp: TypedProgram = policy.program
     doc = read_params(path)
-    weights, mlps = _checked_values(doc, path)
+    weights, mlps = checked_values(doc, path)
     template = jax.eval_shape(policy.init, jax.random.PRNGKey(0))
     mlp_shapes = {k: _shapes(jax.tree.map(lambda s: np.zeros(s.shape), v))
                   for k, v in template.items() if tp.decl(k) is None}
