@@ -3,8 +3,9 @@
 Observations named and shaped as the schema says and inside its ranges over
 whole episodes (and for every door angle), one configuration per seed and
 evaluation seeds disjoint from demonstration seeds, metaworld's scripted expert
-opening the door (its min handle-to-target distance is small), the metric as
-`polc eval --env door` reports it, and `polc check --env door` on the example.
+opening the door (its min handle-to-target distance is small), the metric and
+Meta-World's success flag as `polc eval --env door` reports them, and
+`polc check --env door` on the example.
 """
 
 from __future__ import annotations
@@ -210,6 +211,16 @@ def test_polc_eval_reports_the_door_metric(tmp_path, capsys):
     assert doc["metric"] == "min_handle_to_target" and doc["higher_is_better"] is False
     assert doc["per_seed"][0]["seed"] == 10_000 and doc["per_seed"][0]["steps"] == 500
     assert doc["mean"] == doc["per_seed"][0]["min_handle_to_target"] == pytest.approx(0.547, abs=0.01)
+    assert doc["success_rate"] == 0.0 and doc["per_seed"][0]["success"] is False  # a shut door never succeeds
+
+
+def test_polc_eval_reports_metaworlds_success_flag_of_each_episode(env, capsys):
+    assert SPEC.success == "success"
+    assert main(["eval", "--expert", "--env", "door", "--seeds", "2", "--json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr()[0])
+    by_hand = [any(i.get("success") for i in expert_episode(env, s)[1]) for s in (10_000, 10_001)]
+    assert [r["success"] for r in doc["per_seed"]] == by_hand == [True, True]
+    assert doc["success_rate"] == 1.0
 
 
 @pytest.mark.slow
