@@ -114,6 +114,8 @@ class TimeLimited:
         self.seconds = check_timeout(seconds)
 
     def __getattr__(self, attr: str) -> Any:
+        if attr == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(attr)
         return getattr(self.inner, attr)
 
     def complete(self, messages: Sequence[Message]) -> Reply:
