@@ -202,3 +202,11 @@ def test_rl_curves_plot_one_update_as_a_point_and_several_seeds_as_a_band(tmp_pa
         assert (lo[0], hi[0]) == (470.0, 530.0) and band == "± std of the update's episodes"
     else:
         assert mean[0] == 501.0 and (lo[0], hi[0]) == (500.0, 502.0) and band == "range over 3 seeds"
+
+
+def test_skip_rl_keeps_the_expert_and_il_rows_and_says_so(tmp_path):
+    exp = Experiment(TASKS["car_racing"], QUICK, str(tmp_path), say=lambda s: None, skip_rl=True)
+    assert exp.rl is False and Experiment(TASKS["car_racing"], QUICK, str(tmp_path), say=lambda s: None).rl
+    rows = [Row("Expert demonstration", "expert", "demo", 0, 0, 0, 918.8, 2.0, solved_share=1.0)]
+    text = markdown(TASKS["car_racing"], QUICK, rows, {}, RETURN, [10000], 1.0, "c", 900.0, rl_skipped=True)
+    assert "RL rows skipped (`--skip-rl`)" in text and "| 918.8 ± 2.0 | 1.00 |" in text

@@ -1,4 +1,4 @@
-"""`polc experiment TASK [-o DIR] [--quick] [--llm SPEC]`.
+"""`polc experiment TASK [-o DIR] [--quick] [--skip-rl] [--llm SPEC]`.
 
 Exit codes as every runtime command: 0 done, 1 a step failed (what finished is
 kept; the same command continues), 2 bad usage.
@@ -29,7 +29,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] \
         else f"polc experiment {task.name}" + (" --quick" if args.quick else "") + f" -o {out}"
     try:
-        exp = Experiment(task, budget, str(out), llm=args.llm, progress=not args.quiet)
+        exp = Experiment(task, budget, str(out), llm=args.llm, progress=not args.quiet, skip_rl=args.skip_rl)
         found = exp.run()
     except ExperimentError as e:
         print(f"polc: {e}.", file=sys.stderr)
@@ -39,7 +39,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
               file=sys.stderr)
         raise
     write_all(out, task, budget, found["rows"], found["refinement"], exp.metric, exp.seeds, exp.seconds, command,
-              exp.solved_at)
+              exp.solved_at, rl_skipped=task.rl and not exp.rl)
     print((out / TABLE).read_text(encoding="utf-8"))
     print(f"wrote {out / TABLE}, {out / RESULTS} and the plots in {out}", file=sys.stderr)
     return 0
@@ -56,6 +56,9 @@ def register(sub: Any) -> None:
                    help="a reduced run (3 seeds, 300-step episodes, tiny RL budgets, 1 training seed) that "
                         "exercises every step; its table and plots are marked QUICK (default: 100 unseen seeds, "
                         "3 RL training seeds)")
+    c.add_argument("--skip-rl", action="store_true",
+                   help="only the expert and IL rows (RL is most of a full run's time); the same command without "
+                        "it adds the RL rows, reusing these steps")
     c.add_argument("--llm", help="refine with this model (e.g. gemini:gemini-2.5-flash) instead of the "
                                  "bundled scripted session / the GEMINI_API_KEY default")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

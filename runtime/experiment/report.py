@@ -58,7 +58,8 @@ def _columns(rows: Sequence[Row], metric: Any, solved_at: Optional[float]) -> li
 
 
 def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, metric: Any,
-             seeds: Sequence[int], seconds: float, command: str, solved_at: Optional[float] = None) -> str:
+             seeds: Sequence[int], seconds: float, command: str, solved_at: Optional[float] = None,
+             rl_skipped: bool = False) -> str:
     """The table and what it means, as Markdown."""
     unit = f" ({metric.unit})" if metric.unit else ""
     name = "Return" if metric.is_return else metric.name[0].upper() + metric.name[1:]
@@ -69,6 +70,9 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
     lines += [f"`{command}`. "
               f"{len(seeds)} unseen evaluation seeds ({seeds[0]}..{seeds[-1]}), {metric.direction}. "
               f"Wall time {_clock(seconds)} on this machine.", ""]
+    if rl_skipped:
+        lines += ["RL rows skipped (`--skip-rl`): the same command without it runs them, reusing every step "
+                  "here.", ""]
     if refinement:
         who = ("the bundled SCRIPTED session (hand-written replies played back; no model was called)"
                if refinement.get("scripted") else f"the model {refinement.get('llm')}")
@@ -233,14 +237,16 @@ def plot_curves(path: Path, task: Task, budget: Budget, out: Path, refinement: d
 
 
 def write_all(out: Path, task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, metric: Any,
-              seeds: Sequence[int], steps: dict, command: str, solved_at: Optional[float] = None) -> dict:
+              seeds: Sequence[int], steps: dict, command: str, solved_at: Optional[float] = None,
+              rl_skipped: bool = False) -> dict:
     """results.json, table.md and the plots; returns the results dict."""
     from polc.files import write_atomic
 
-    results = results_json(task, budget, rows, refinement, metric, seeds, steps, command, solved_at)
+    results = {**results_json(task, budget, rows, refinement, metric, seeds, steps, command, solved_at),
+               "rl_skipped": rl_skipped}
     write_json(out / RESULTS, results)
     write_atomic(str(out / TABLE), markdown(task, budget, rows, refinement, metric, seeds,
-                                            results["wall_seconds"], command, solved_at))
+                                            results["wall_seconds"], command, solved_at, rl_skipped))
     plot_rounds(out / ROUNDS_PNG, task, budget, rows, refinement, metric)
     plot_curves(out / CURVES_PNG, task, budget, out, refinement)
     return results

@@ -52,13 +52,14 @@ class Experiment:
 
     def __init__(self, task: Task, budget: Budget, out: str, llm: Optional[str] = None,
                  say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
-                 progress: bool = True):
+                 progress: bool = True, skip_rl: bool = False):
         from .. import envs
         from ..trace.evaluate import eval_seeds
         from ..refine.envspec import ShortEpisodes
 
         self.task, self.budget, self.out, self.llm = task, budget, Path(out), llm
         self.say, self.progress = say, progress
+        self.rl = task.rl and not skip_rl  # skip_rl: only the expert and IL rows (RL steps are not run)
         base = envs.get(task.env)
         self.spec = ShortEpisodes(base, budget.max_steps) if budget.max_steps else base
         self.metric = base.metric
@@ -176,7 +177,7 @@ class Experiment:
         il = self._evaluated(f"eval-{s.key}-il", s, params)
         rows = [Row(f"{s.label} + IL", s.key, "IL", 1, calls, resets0, *_ms(il["mean"]), *_ms(il["sampled"]),
                     per_seed=il["mean"]["values"], params=params, **_shares(il["mean"], il["sampled"]))]
-        if not self.task.rl:
+        if not self.rl:
             return rows
         for label, budget in (("low", self.budget.low), ("high", self.budget.high)):
             runs, evals, notes = [], [], []
