@@ -129,9 +129,11 @@ def rounds_section(results: dict, out: Path) -> str:
                                   metric.name, [series], hlines=refs,
                                   xticks=[(r["round"], f"{r['round']} {r.get('move') or ''}") for r in rounds]))
     header = ["round", f"{metric.name} (mean ± std)", "move"]
-    door = results.get("experiment") == "door"
-    body = [[str(r["round"]), mean_std(r["mean"], r.get("std", 0.0), metric), r.get("move") or "-"]
-            + ([PAPER_DOOR[i] if i < len(PAPER_DOOR) else ""] if door else []) for i, r in enumerate(rounds)]
+    body = [[str(r["round"]), mean_std(r["mean"], r.get("std", 0.0), metric), r.get("move") or "-"] for r in rounds]
+    paper = ""
+    if results.get("experiment") == "door":  # the paper's rounds are not this run's: side by side, not row by row
+        paper = (f"<p>The paper's revisions (min handle-to-target distance over 10 configurations): "
+                 f"{esc(' → '.join(PAPER_DOOR))}.</p>")
     who = ("the bundled SCRIPTED session (replies played back, no model called)" if ref.get("scripted")
            else f"the model {ref.get('llm', '?')}")
     text = (f"<p>Refined with {esc(who)}: {esc(ref.get('llm_calls', '?'))} LLM calls, {esc(ref.get('resets', '?'))} "
@@ -139,7 +141,7 @@ def rounds_section(results: dict, out: Path) -> str:
     link = ""
     if ref.get("run"):
         link = f"<p>The run: <code>{esc(ref['run'])}</code> (<code>polc report {esc(ref['run'])}</code> shows it).</p>"
-    return (text + chart + page.table(header + ["paper (revision)"] * door, body) + link
+    return (text + chart + page.table(header, body) + paper + link
             + _png(out / "rounds.png", "the experiment's own per-round plot"))
 
 
@@ -191,6 +193,8 @@ def curves_section(results: dict, out: Path) -> str:
         body += page.line_chart(Chart("RL from the IL params: mean training return (sampled actions)",
                                       "resets", "training return", series,
                                       hlines=[(solved, f"solved: {num(solved)}")] if solved is not None else []))
+    elif not any(r["stage"] == "RL" for r in results["rows"]):
+        return body + "<p>This experiment has no RL rows (the paper reports none for this task).</p>"
     elif not (out / "rl_curves.png").is_file():
         body += page.missing("No RL logs (rl/<structure>/seed<k>/log.json) and no rl_curves.png in this directory.")
     body += _png(out / "rl_curves.png", "the experiment's own RL curves", open_=not series) if (out / "rl_curves.png").is_file() else ""
@@ -217,6 +221,18 @@ def resets_to_solved(results: dict) -> str:
             "(sampled actions), as polc experiment counts it.</p>" + page.table(["RL run", "resets"], rows))
 
 
+def _quick_notice(results: dict) -> str:
+    """What a quick run's numbers are, as polc experiment says it in its table."""
+    from ..experiment.plan import Budget
+    from ..experiment.report import quick_notice
+
+    try:
+        return quick_notice(Budget(**results.get("budget", {})))
+    except TypeError:  # a budget of another polc version: say the gist
+        return "QUICK RUN: it exercises every step; its numbers are not results and not comparable with the " \
+               "full run's or the paper's"
+
+
 def experiment_page(path: str | Path) -> str:
     out = Path(path)
     results = read_results(out)
@@ -224,8 +240,7 @@ def experiment_page(path: str | Path) -> str:
     figure = "Table 1" if name == "car_racing" else "Figure 5" if name == "door" else "results"
     overview = ""
     if results.get("quick"):
-        overview += ('<p class="notice">QUICK RUN: it exercises every step; its numbers are not results and not '
-                     "comparable with the full run's or the paper's.</p>")
+        overview += f'<p class="notice">{esc(_quick_notice(results))}.</p>'
     if results.get("command"):
         overview += f"<p>Command: <code>{esc(results['command'])}</code>; wall time " \
                     f"{esc(num(results.get('wall_seconds')))} s.</p>"

@@ -407,7 +407,8 @@ def run_page(path: str | Path) -> str:
     run = read_run(path)
     s = run.summary or {}
     task = run.config.get("task", "?")
-    subtitle = f"task {task}, model {s.get('llm', run.config.get('llm', '?'))}, {len(run.rounds)} round(s)"
+    model = s.get("llm") or run.config.get("llm") or "not recorded"
+    subtitle = f"task {task}, model {model}, {len(run.rounds)} round(s)"
     if s.get("status"):
         subtitle += f", status: {s['status']}"
     overview = ""
