@@ -362,7 +362,7 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None) -> Table:
         f = pq.ParquetFile(path, page_checksum_verification=True)
         kv = f.metadata.metadata or {}
         arrow = f.read(columns=list(columns) if columns is not None else None)
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: a damaged footer's non-UTF-8 names
         if "checksum" in str(e).lower() or "page integrity" in str(e).lower():
             raise TableError(f"'{path}' is damaged: a data page fails its checksum ({_reason(e)}); the file "
                              f"changed after it was written, so none of it is used") from None
