@@ -52,6 +52,7 @@ class Document:
     analysis: Optional[object] = None  # the Analysis when the checker passed
     symbols: dict[str, Symbol] = field(default_factory=dict)
     references: dict[str, list[ast.Span]] = field(default_factory=dict)  # uses (not the declaration)
+    internal_error: Optional[str] = None  # a bug in polc met on this text (the server shows it)
 
     # ---- lookups at a position (1-based line and column, in characters) -------------
 
@@ -134,25 +135,25 @@ def check_diagnostics(text: str, file: str) -> tuple[list[Diagnostic], Optional[
 
 def analyze_document(text: str, file: str) -> Document:
     """Check `text` and index its names. Never raises for any text: a PolError is
-    diagnostics, and an internal error of the compiler is one diagnostic saying so."""
+    diagnostics, and an internal error of the compiler is kept in `internal_error`."""
     try:
         diags, program = check_diagnostics(text, file)
+        internal = None
     except Exception as e:  # a bug in polc: the editor shows it, the server keeps serving
-        diags, program = [_internal(e)], None
-    doc = Document(text, file, diags, program)
+        diags, program, internal = [], None, _internal(e)
+    doc = Document(text, file, diags, program, internal_error=internal)
     try:
         _index(doc)
     except PolError:
         pass  # the diagnostics already say why
     except Exception as e:
-        doc.diagnostics.append(_internal(e))
+        doc.internal_error = doc.internal_error or _internal(e)
     return doc
 
 
-def _internal(e: Exception) -> Diagnostic:
-    return Diagnostic("error", "E0000", "Internal", None,
-                      f"Internal compiler error: {type(e).__name__}: {e}.",
-                      "This is a bug in polc, not in your program; please report it with the .pol file.")
+def _internal(e: Exception) -> str:
+    return (f"Internal compiler error: {type(e).__name__}: {e}. This is a bug in polc, not in your "
+            "program; please report it with the .pol file.")
 
 
 def _index(doc: Document) -> None:

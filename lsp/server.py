@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import threading
 from typing import Optional
 
@@ -39,7 +38,7 @@ SYMBOL_KIND = {"obs": L.SymbolKind.Field, "weight": L.SymbolKind.Constant, "late
 COMPLETION_KIND = {"obs": L.CompletionItemKind.Field, "weight": L.CompletionItemKind.Constant,
                    "latent": L.CompletionItemKind.Variable, "action": L.CompletionItemKind.Event}
 
-log = logging.getLogger("polc.lsp")
+INTERNAL = "internal-error"  # the code of a bug in polc met on some text (not a Pol diagnostic)
 
 
 class PolServer(LanguageServer):
@@ -96,7 +95,11 @@ class PolServer(LanguageServer):
 
     def lsp_diagnostics(self, uri: str, doc: D.Document) -> list[L.Diagnostic]:
         lines = doc.text.split("\n")
-        return [self.lsp_diagnostic(uri, lines, d) for d in doc.diagnostics]
+        out = [self.lsp_diagnostic(uri, lines, d) for d in doc.diagnostics]
+        if doc.internal_error is not None:
+            out.append(L.Diagnostic(range=self.range(lines, None), message=doc.internal_error,
+                                    severity=L.DiagnosticSeverity.Error, code=INTERNAL, source="polc"))
+        return out
 
     def lsp_diagnostic(self, uri: str, lines: list[str], d: Diagnostic) -> L.Diagnostic:
         message = d.message + (f"\nHint: {d.hint}" if d.hint else "")
