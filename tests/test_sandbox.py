@@ -7,6 +7,8 @@ import ast
 import json
 import os
 import socket
+import sys
+import tempfile
 import threading
 import uuid
 from pathlib import Path
@@ -132,16 +134,24 @@ def analyze(df):
 @pytest.mark.parametrize("target", [
     str(PROJECT / "runtime" / f"escape-{uuid.uuid4().hex}.py"),
     f"/tmp/polc-escape-{uuid.uuid4().hex}",
-    "TRACE",  # overwrite the caller's trace
+    f"/usr/lib/polc-escape-{uuid.uuid4().hex}",
+    "../input/trace.parquet",  # the sandbox's copy of the trace
 ])
 def test_writing_outside_its_directory_is_refused(trace, target):
-    target = str(trace) if target == "TRACE" else target
     before = Path(target).read_bytes() if Path(target).exists() else None
     result = run(f"def analyze(df):\n    open({target!r}, 'wb').write(b'pwned')\n", trace)
     assert not result.ok and result.limit == "filesystem"
     assert result.error == (f"The analysis tried to write or open something outside its working "
                             f"directory ({target}) at line 2: everything else is read-only to it.")
     assert (Path(target).read_bytes() if Path(target).exists() else None) == before
+
+
+def test_the_callers_trace_is_out_of_view(trace):
+    before = trace.read_bytes()
+    result = run(f"def analyze(df):\n    open({str(trace)!r}, 'wb').write(b'pwned')\n", trace)
+    assert result.error == (f"The analysis raised FileNotFoundError at line 2: [Errno 2] No such "
+                            f"file or directory: '{trace}'.")
+    assert trace.read_bytes() == before
 
 
 def test_isolation_cannot_be_undone_from_inside(trace):
@@ -354,7 +364,6 @@ def host_unix_socket():
     """A world-writable UNIX socket in a world-writable directory of the host's /tmp (what a
     Docker, X11 or D-Bus socket is), and the server behind it."""
     import shutil
-    import tempfile
 
     folder = tempfile.mkdtemp(prefix="polc-unix-", dir="/tmp")
     os.chmod(folder, 0o777)
@@ -375,20 +384,20 @@ def test_a_world_writable_unix_socket_of_the_host_is_unreachable(trace, mode, ho
     assert result.error == "The analysis tried to use the network at line 4, which the sandbox disables."
 
 
-def test_without_the_filter_that_socket_was_reachable_and_polc_says_so(trace, host_unix_socket,
-                                                                      monkeypatch):
-    """The control: the socket above is a real door, which only the filter closes."""
+def test_without_the_filter_that_socket_is_still_out_of_view(trace, host_unix_socket, monkeypatch):
+    """Each of the two layers holds alone: with no filter (as on another architecture, which
+    polc warns about) the socket can be made, but the host's /tmp is not in the sandbox's view."""
     path, accepted = host_unix_socket
     monkeypatch.setattr(sandbox, "SECCOMP_MACHINES", ())
+    code = CONNECT_UNIX.format(address=path).replace("    s = socket", (
+        "    import os\n    print(open('/proc/self/status').read().count('Seccomp:\\t0'), "
+        "[name[:13] for name in os.listdir('/tmp')])\n    s = socket"))
     with pytest.warns(sandbox.SandboxWarning, match="no system-call filter for"):
-        result = run(CONNECT_UNIX.format(address=path) + "    print(open('/proc/self/status')"
-                     ".read().count('Seccomp:\\t0'))\n", trace)
-    assert result.ok and result.output == "1\n"
-    for _ in range(50):
-        if accepted:
-            break
-        threading.Event().wait(0.1)
-    assert accepted == [b"escaped"]
+        result = run(code, trace)
+    assert accepted == []
+    assert result.output.splitlines()[0] == "1 ['polc-sandbox-']"  # no filter; only its own folder
+    assert result.error == ("The analysis raised FileNotFoundError at line 7: [Errno 2] No such file "
+                            "or directory.")
 
 
 def test_an_abstract_namespace_unix_socket_is_unreachable(trace, mode):
@@ -479,3 +488,34 @@ def test_its_signals_to_init_change_nothing(trace, monkeypatch):
             "    print('still here')\n")
     result = run(code, trace)
     assert result.ok and result.output == "still here\n"
+
+
+def test_its_file_system_holds_only_the_system_python_and_its_own_folder(trace, mode):
+    code = """
+import os
+def analyze(df):
+    print(sorted(os.listdir("/")))
+    print(sorted(os.listdir("/dev")))
+    print(sorted(os.listdir(os.path.dirname(os.getcwd()))))
+    print(open("/dev/urandom", "rb").read(8) != bytes(8), open("/dev/null", "w").write("x"))
+"""
+    result = run(code, trace)
+    assert result.ok, result.error
+    top, dev, own, devices = result.output.splitlines()
+    # the system's folders, the top folders of the Python installation, of this checkout and of
+    # the temporary folder (for its own folder only), /proc and /dev: no /run, /var, /home, /sys
+    system = {name for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+              if os.path.lexists(f"/{name}")}
+    places = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.executable, PROJECT,
+                                            tempfile.gettempdir())]
+    places += [os.path.abspath(p) for p in (sys.prefix, sys.executable)]
+    assert set(ast.literal_eval(top)) == system | {"dev", "proc"} | {Path(p).parts[1] for p in places}
+    assert ast.literal_eval(dev) == ["fd", "full", "null", "random", "stderr", "stdin", "stdout", "urandom",
+                         "zero"]  # no terminal (/dev/pts, /dev/tty), no /dev/shm, no other device
+    assert ast.literal_eval(own) == ["input", "work"] and devices == "True 1"
+
+
+def test_without_pyseccomp_the_sandbox_refuses_rather_than_run_unfiltered(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # makes `import pyseccomp` fail
+    with pytest.raises(OSError, match="needs the Python package pyseccomp and the library libseccomp"):
+        inside._install_seccomp_filter()

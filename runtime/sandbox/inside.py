@@ -6,8 +6,9 @@ libseccomp's own Python bindings) for the system-call filter. libseccomp rather 
 hand-written BPF program: it gets the architecture check, the x32 system-call range on x86_64
 (refused here too) and the per-architecture system-call numbers right.
 
-    init      a private tmpfs work directory, every other mount read-only, closed directories
-              hidden; forks the harness, reaps until it exits, then writes the one status line
+    init      a private tmpfs work directory; a new root holding only the system, Python,
+              the trace and the work directory, every mount read-only but the work directory;
+              forks the harness, reaps until it exits, then writes its status line
     harness   init's forked child: rlimits -> an unprivileged identity -> an empty capability
               bounding set -> no_new_privs -> the seccomp filter (DENIED below) -> exec python,
               which loads the trace and runs analyze(df)
@@ -46,7 +47,12 @@ MS_RELATIME, MS_STRICTATIME = 1 << 21, 1 << 24
 MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
                       "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME,
                       "strictatime": MS_STRICTATIME}
-CLONE_NEWUSER = 0x10000000
+CLONE_NEWUSER, MNT_DETACH = 0x10000000, 2
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}  # its number: glibc has no wrapper
+# What the analysis sees of the host besides the Python installation and its own folder: the
+# system's programs, libraries and configuration (all world-readable), and five devices.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 
 # The seccomp filter: everything not named here is allowed (an allow-list would break on the
@@ -116,29 +122,52 @@ def _mounts() -> dict[str, set[str]]:
     return out
 
 
-def _hide_closed_dirs(expose: list[str], stage: str) -> None:
-    """Cover each directory that others cannot enter with an empty tmpfs, re-exposing only the
-    parts of `expose` below it (bind-mounted aside first, then moved back in place)."""
-    blocked: dict[str, set[str]] = {}
-    for path in expose:
-        parts = Path(path).parts
-        for i in range(2, len(parts)):
-            ancestor = str(Path(*parts[:i]))
-            if not os.stat(ancestor).st_mode & 0o001:
-                blocked.setdefault(ancestor, set()).add(str(Path(*parts[: i + 1])))
-                break
-    for n, (ancestor, children) in enumerate(sorted(blocked.items())):
-        staged = []
-        for k, child in enumerate(sorted(children)):
-            aside = os.path.join(stage, f"{n}-{k}")
-            os.mkdir(aside) if os.path.isdir(child) else Path(aside).touch()
-            _mount(child, aside, None, MS_BIND | MS_REC)
-            staged.append((aside, child))
-        _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for aside, child in staged:
-            os.mkdir(child) if os.path.isdir(aside) else Path(child).touch()
-            _mount(aside, child, None, MS_MOVE)
-            os.rmdir(aside) if os.path.isdir(aside) else os.unlink(aside)
+def _bind(source: str, newroot: str, target: Optional[str] = None) -> None:
+    """Bind-mount `source` (recursively) at the same path below `newroot` (a fresh tmpfs, so the
+    mount point is made there, never in the host's file system); symlinks are copied as such."""
+    inner = newroot + (target or source)
+    os.makedirs(os.path.dirname(inner), mode=0o755, exist_ok=True)
+    if os.path.islink(source):
+        os.symlink(os.readlink(source), inner)
+        return
+    os.mkdir(inner, 0o755) if os.path.isdir(source) else Path(inner).touch(0o644)
+    _mount(source, inner, None, MS_BIND | MS_REC)
+
+
+def _enter_new_root(expose: list[str], newroot: str) -> None:
+    """Make the root a tmpfs holding only SYSTEM, the paths in `expose` (the Python installation,
+    this script, the sandbox's own folder with the trace and the work directory), /proc and a
+    minimal /dev; the host's root is detached. No host directory (/run, /tmp, /home, /var, the
+    project) and so no host socket file, terminal or device is left in view."""
+    _mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    bound: list[str] = []
+    for path in [p for p in SYSTEM if os.path.lexists(p)] + sorted(expose):
+        if not any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound):
+            _bind(path, newroot)
+            bound.append(path)
+    _bind("/proc", newroot)
+    dev = newroot + "/dev"
+    os.mkdir(dev, 0o755)
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for name in DEVICES:
+        _bind(f"/dev/{name}", newroot)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{dev}/{name}")
+    os.chdir(newroot)
+    number = PIVOT_ROOT.get(os.uname().machine)
+    if number is not None:
+        import ctypes
+
+        if _libc().syscall(number, b".", b".") != 0:  # the old root ends up on top of the new
+            err = ctypes.get_errno()
+            raise OSError(err, f"pivot_root: {os.strerror(err)}")
+        if _libc().umount2(b".", MNT_DETACH) != 0:  # so detaching "." detaches the old root
+            raise OSError("could not detach the host's root")
+    else:  # what switch_root does: the new root moved over the old one, then entered
+        _mount(".", "/", None, MS_MOVE)
+        os.chroot(".")
+    os.chdir("/")
 
 
 def _read_only_everywhere_but(work: str) -> None:
@@ -156,7 +185,7 @@ def _read_only_everywhere_but(work: str) -> None:
         try:
             _mount(None, target, None, flags)
         except FileNotFoundError:
-            continue  # under a directory hidden by _hide_closed_dirs
+            continue  # stacked under another mount
     for target, options in _mounts().items():
         if not exempt(target) and "ro" not in options and os.path.exists(target):
             raise OSError(f"{target} is still writable")
@@ -182,8 +211,7 @@ def _init(spec: dict) -> None:
         owner = f",uid={uid},gid={uid}" if uid is not None else ""
         _mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV,
                f"mode=0700,size={spec['limits']['disk_bytes']}{owner}")
-        if spec["mode"] == "root":
-            _hide_closed_dirs(spec["expose"], work)
+        _enter_new_root(spec["expose"], spec["newroot"])
         _read_only_everywhere_but(work)
     except OSError as e:
         unavailable(f"making the filesystem read-only failed: {e}")
@@ -259,8 +287,11 @@ def _install_seccomp_filter() -> None:
     """Load the DENIED filter into this process (inherited by its exec and every child)."""
     import errno
 
-    import pyseccomp as seccomp
-
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, RuntimeError) as e:  # RuntimeError: it found no libseccomp.so
+        raise OSError(f"its system-call filter needs the Python package pyseccomp and the "
+                      f"library libseccomp (Debian: libseccomp2): {e}") from None
     if seccomp.system_arch() != seccomp.Arch.X86_64:
         raise OSError("the system-call filter is written for x86_64 only")
     f = seccomp.SyscallFilter(seccomp.ALLOW)

@@ -13,13 +13,15 @@ which is how polc runs here and in CI):
 - no network: its own network namespace whose only interface, loopback, is down, and a
   seccomp filter that refuses to create a socket of any family, so no TCP, UDP or raw
   socket, and no UNIX socket either, in a host directory or the abstract namespace;
-- a filesystem where every mount is read-only except its working directory, a fresh
-  tmpfs (size-limited) that is its HOME and TMPDIR; the trace is a copy, next to the code;
-  directories that other users cannot enter (e.g. /root, where pyenv may keep Python) are
-  hidden behind an empty read-only tmpfs that re-exposes only the interpreter;
+- a file system of its own: a tmpfs root holding only the system's programs, libraries and
+  configuration (/usr, /bin, /sbin, /lib*, /etc), the Python installation, inside.py, a copy
+  of the trace, its working directory, its PID namespace's /proc and five devices (null, zero,
+  full, random, urandom). No host socket file, terminal, home, /tmp, /run, /var or project
+  file is in view. Every mount is read-only except the working directory, a fresh tmpfs
+  (size-limited) that is its HOME and TMPDIR;
 - a dedicated random uid with no capabilities, an empty capability bounding set and
   no_new_privs, so it cannot undo the read-only mounts, read root's files, or signal anything
-  outside its PID namespace;
+  outside its PID namespace (init, pid 1 inside, ignores every signal but its own alarm);
 - a seccomp filter (inside.DENIED) refusing with EPERM what an analysis never needs:
   namespaces, mounts, ptrace and other processes' memory, keyrings, bpf, perf, io_uring,
   module loading, kexec, personality, the machine's clocks and names;
@@ -28,16 +30,17 @@ which is how polc runs here and in CI):
   (counted for its own uid), file size; a wall-clock limit enforced by the caller;
 - an environment built from an allow-list, with nothing matching KEY|TOKEN|SECRET|PASSWORD;
 - no descriptor but stdin (/dev/null), stdout and stderr: it cannot write polc's status pipe,
-  and every sentence polc says about it is built here from fields it cannot make speak for
-  polc (see inside.py); its output is shown with control characters made visible, so it
-  cannot move the cursor or rewrite what polc printed;
+  and every sentence polc says about it is built here from checked fields, each saying what
+  "the analysis" did (see inside.py); its output is shown with control characters made
+  visible, so it cannot move the cursor or rewrite what polc printed;
 - output (stdout and stderr, merged) cut at a limit, the run killed when it passes it;
 - at the end the whole process group is killed, and with it the PID namespace: a process
   that escaped the group with setsid() still dies when init exits.
 
 Not root: the same, inside a user namespace (``unshare --user --map-root-user``) whose mounts
 are then locked read-only by a second, nested user namespace; the analysis runs as the
-caller's own uid there, so the process limit counts only the sandbox's processes.
+caller's own uid there, so the process limit counts only the sandbox's processes (and the
+new root keeps the caller's own files out of its view).
 If no network isolation can be set up, `run_analysis` raises `SandboxUnavailable`: it never
 runs the code unisolated. The seccomp filter is written for x86_64: on another architecture
 the sandbox runs without it and says so with a `SandboxWarning` (everything else holds); on
@@ -143,6 +146,7 @@ def run_analysis(code: str, trace: str | os.PathLike, limits: Limits = Limits())
         root = Path(os.path.realpath(tmp))  # mountinfo shows resolved paths
         os.chmod(root, 0o755)
         (root / "work").mkdir()
+        (root / "newroot").mkdir(mode=0o755)
         (root / "input").mkdir(mode=0o755)
         shutil.copyfile(trace, root / "input" / "trace.parquet")
         (root / "input" / "analysis.py").write_text(code, encoding="utf-8")
@@ -162,8 +166,11 @@ def _init_spec(root: Path, limits: Limits, status_fd: int, seccomp: bool) -> dic
     as_root = os.geteuid() == 0
     work = str(root / "work")
     python, script = sys.executable, os.path.realpath(inside.__file__)
-    expose = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, python, script, root)}
+    expose = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, python, script)}
+    expose |= {str(root / "input"), work}
+    expose |= {os.path.abspath(p) for p in (sys.prefix, python)}  # the venv, as Python finds it
     return dict(mode="root" if as_root else "user", root=str(root), work=work,
+                newroot=str(root / "newroot"),
                 uid=random.SystemRandom().randrange(1 << 30, 1 << 31) if as_root else None,
                 expose=sorted(expose), python=python, script=script, seccomp=seccomp,
                 netns=os.stat("/proc/self/ns/net").st_ino, status_fd=status_fd,
