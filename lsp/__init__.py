@@ -4,7 +4,8 @@
               the index of its names: declarations, uses, hover text; no pygls here
     builtins  the signatures and docs of the builtin functions and keywords
     server    the pygls 2 server on stdio: diagnostics (debounced), hover, definition,
-              references, rename, document symbols, completion, formatting
+              references, rename, document symbols, completion, formatting, quick fixes,
+              semantic tokens (names by kind)
 
 It imports the compiler (`polc`), never the runtime; pygls is imported only by
 `server`, so `polc check` never pays for it.

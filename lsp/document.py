@@ -316,3 +316,63 @@ def valid_new_name(doc: Document, old: str, new: str) -> Optional[str]:
     if new in FUNCTIONS:
         return f'"{new}" is a builtin function; a name that shadows it would read as a call.'
     return None
+
+
+# ---- quick fixes for the checker's suggestions ------------------------------------------------
+
+_DID_YOU_MEAN = re.compile(r'Did you mean "([A-Za-z_][A-Za-z_0-9]*)"\?')
+_DECLARE_WEIGHT = re.compile(r"Declare `weight ([A-Za-z_][A-Za-z_0-9]*) : ([^`]+)`")
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A quick fix: a title, the diagnostic it repairs, and the text edits (span, new text)."""
+
+    title: str
+    diagnostic: Diagnostic
+    edits: tuple[tuple[ast.Span, str], ...]
+
+
+def _span_text(text: str, span: ast.Span) -> Optional[str]:
+    lines = text.split("\n")
+    if span.line != span.end_line or not 1 <= span.line <= len(lines):
+        return None
+    return lines[span.line - 1][span.column - 1: span.end_column - 1]
+
+
+def quick_fixes(doc: Document, line: int, end_line: int) -> list[Fix]:
+    """The fixes for the diagnostics on lines [line, end_line] whose suggestion is one edit:
+    the did-you-mean name (E0101 and every other "Did you mean" message), and the sign to
+    declare for a weight that decides an intent (W0406)."""
+    out = []
+    for d in doc.diagnostics:
+        if d.span is None or d.span.end_line < line or d.span.line > end_line:
+            continue
+        m = _DID_YOU_MEAN.search(d.message)
+        if m and NAME.fullmatch(_span_text(doc.text, d.span) or ""):
+            out.append(Fix(f'Change to "{m.group(1)}"', d, ((d.span, m.group(1)),)))
+        m = _DECLARE_WEIGHT.search(d.hint or "")
+        if m and doc.tree is not None:
+            decl = doc.symbols.get(m.group(1))
+            if decl is not None and isinstance(decl.decl, ast.WeightDecl):
+                w = decl.decl
+                where = w.type.span if w.range is None else w.type.span.to(w.range.span)
+                out.append(Fix(f"Declare weight {w.name} : {m.group(2)}", d, ((where, m.group(2)),)))
+    return out
+
+
+# ---- semantic tokens: every declared name by its kind ------------------------------------------
+
+TOKEN_KINDS = ("obs", "weight", "latent", "action")  # the legend's token types, in order
+
+
+def name_tokens(doc: Document) -> list[tuple[ast.Span, str, bool]]:
+    """(span, kind, is the declaration) for every occurrence of a declared name, in text order."""
+    out = []
+    for name, sym in doc.symbols.items():
+        if sym.kind not in TOKEN_KINDS:
+            continue
+        out.append((sym.name_span, sym.kind, True))
+        out += [(s, sym.kind, False) for s in doc.references.get(name, [])]
+    out.sort(key=lambda t: (t[0].line, t[0].column))
+    return out

@@ -322,6 +322,42 @@ def formatting(ls: PolServer, params: L.DocumentFormattingParams) -> Optional[li
     return [L.TextEdit(range=whole, new_text=formatted)]
 
 
+@server.feature(L.TEXT_DOCUMENT_CODE_ACTION,
+                L.CodeActionOptions(code_action_kinds=[L.CodeActionKind.QuickFix]))
+def code_actions(ls: PolServer, params: L.CodeActionParams) -> list[L.CodeAction]:
+    """The checker's one-edit suggestions as quick fixes (did-you-mean names, a weight's sign)."""
+    uri = params.text_document.uri
+    doc = ls.current(uri)
+    lines = doc.text.split("\n")
+    out = []
+    for fix in D.quick_fixes(doc, params.range.start.line + 1, params.range.end.line + 1):
+        edits = [L.TextEdit(range=ls.range(lines, span), new_text=new) for span, new in fix.edits]
+        out.append(L.CodeAction(title=fix.title, kind=L.CodeActionKind.QuickFix, is_preferred=True,
+                                diagnostics=[ls.lsp_diagnostic(uri, lines, fix.diagnostic)],
+                                edit=L.WorkspaceEdit(changes={uri: edits})))
+    return out
+
+
+# Observations, weights, latents and actions apart, as the paper's Figure 2 colours them.
+LEGEND = L.SemanticTokensLegend(token_types=list(D.TOKEN_KINDS), token_modifiers=["declaration"])
+
+
+@server.feature(L.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
+def semantic_tokens(ls: PolServer, params: L.SemanticTokensParams) -> L.SemanticTokens:
+    doc = ls.current(params.text_document.uri)
+    lines = doc.text.split("\n")
+    data: list[int] = []
+    prev_line = prev_char = 0
+    for span, kind, is_decl in D.name_tokens(doc):
+        start = ls._to_client(lines, span.line, span.column)
+        end = ls._to_client(lines, span.end_line, span.end_column)
+        delta_char = start.character - prev_char if start.line == prev_line else start.character
+        data += [start.line - prev_line, delta_char, end.character - start.character,
+                 D.TOKEN_KINDS.index(kind), int(is_decl)]
+        prev_line, prev_char = start.line, start.character
+    return L.SemanticTokens(data=data)
+
+
 def serve() -> int:
     """Serve LSP on standard input and output until the client says exit."""
     server.start_io()

@@ -147,3 +147,13 @@ def test_vscode_extension_is_valid_javascript():
     if node is None:
         pytest.skip("node is not installed")
     subprocess.run([node, "--check", str(VSCODE / "extension.js")], check=True, timeout=60)
+
+
+def test_vscode_semantic_token_types_are_the_servers_legend():
+    from polc.lsp.document import TOKEN_KINDS
+
+    pkg = json.loads((VSCODE / "package.json").read_text(encoding="utf-8"))
+    assert [t["id"] for t in pkg["contributes"]["semanticTokenTypes"]] == list(TOKEN_KINDS)
+    (scopes,) = pkg["contributes"]["semanticTokenScopes"]
+    grammar = GRAMMAR.read_text(encoding="utf-8")
+    assert all(s in grammar for kind in TOKEN_KINDS for s in scopes["scopes"][kind])

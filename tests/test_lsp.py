@@ -438,3 +438,51 @@ def test_an_internal_error_is_kept_not_raised(monkeypatch):
     doc = analyze_document(CAR.read_text(encoding="utf-8"), "car.pol")
     assert doc.internal_error.startswith("Internal compiler error: RuntimeError: a bug.")
     assert doc.diagnostics == [] and "slip" in doc.symbols  # the index still serves hover and completion
+
+
+# ---- quick fixes and semantic tokens ------------------------------------------------------------
+
+
+def code_actions(lsp, uri: str, line: int) -> list[L.CodeAction]:
+    rng = L.Range(L.Position(line, 0), L.Position(line, 0))
+    return lsp.run(lsp.client.text_document_code_action_async(
+        L.CodeActionParams(doc_id(uri), rng, L.CodeActionContext(diagnostics=[]))))
+
+
+def test_quick_fixes_apply_the_checkers_suggestions(lsp, tmp_path):
+    text = CAR.read_text(encoding="utf-8")
+    typo = text + "latent extra = slip * sllip\naction a2 : real in [0, 1] = clip(extra, 0, 1)\n"
+    uri = lsp.open(typo, tmp_path / "fix.pol")
+    (fix,) = code_actions(lsp, uri, text.count("\n"))
+    assert fix.title == 'Change to "slip"' and fix.diagnostics[0].code == "E0101"
+    fixed = apply_edits(typo, fix.edit.changes[uri])
+    assert "latent extra = slip * slip\n" in fixed
+    signs = """obs x : real in [-1, 1]
+weight k : real = 0.5 "a gain of either sign"
+latent z = k * x
+action a : real in [-1, 1] = clip(z, -1, 1)
+expect z increasing in x
+"""
+    uri = lsp.open(signs, tmp_path / "sign.pol")
+    (fix,) = code_actions(lsp, uri, 4)
+    assert fix.title == "Declare weight k : real >= 0" and fix.diagnostics[0].code == "W0406"
+    fixed = apply_edits(signs, fix.edit.changes[uri])
+    assert 'weight k : real >= 0 = 0.5 "a gain of either sign"' in fixed
+    assert [d.code for d in analyze_document(fixed, "fixed.pol").diagnostics] == ["I0408"]  # now proved
+
+
+def test_semantic_tokens_colour_names_by_kind(lsp):
+    text = CAR.read_text(encoding="utf-8")
+    uri = lsp.open(text, CAR)
+    legend = lsp.init.capabilities.semantic_tokens_provider.legend
+    assert list(legend.token_types) == ["obs", "weight", "latent", "action"]
+    data = lsp.run(lsp.client.text_document_semantic_tokens_full_async(L.SemanticTokensParams(doc_id(uri)))).data
+    lines, line, char, found = text.split("\n"), 0, 0, []
+    for i in range(0, len(data), 5):
+        dl, dc, length, kind, mods = data[i:i + 5]
+        line, char = line + dl, (char + dc if dl == 0 else dc)
+        found.append((lines[line][char:char + length], legend.token_types[kind], bool(mods & 1)))
+    assert ("tiles", "obs", True) in found and ("tiles", "obs", False) in found
+    assert ("w_slip", "weight", False) in found and ("slip", "latent", False) in found
+    assert ("steer", "action", True) in found
+    assert not any(name == "slip" and kind != "latent" for name, kind, _ in found)
