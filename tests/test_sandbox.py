@@ -519,3 +519,9 @@ def test_without_pyseccomp_the_sandbox_refuses_rather_than_run_unfiltered(monkey
     monkeypatch.setitem(sys.modules, "pyseccomp", None)  # makes `import pyseccomp` fail
     with pytest.raises(OSError, match="needs the Python package pyseccomp and the library libseccomp"):
         inside._install_seccomp_filter()
+
+
+def test_the_documentation_names_every_refused_system_call():
+    doc = (PROJECT / "docs" / "sandbox.md").read_text(encoding="utf-8")
+    refused = [name for names in inside.DENIED.values() for name in names] + ["clone3"]
+    assert [name for name in refused if f"`{name}`" not in doc] == []
