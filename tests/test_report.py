@@ -222,14 +222,18 @@ def test_a_missing_or_damaged_file_of_a_round_is_said_on_the_page(run_dir, tmp_p
     (run / "round_00" / "metrics.json").write_text("{not json")
     (run / "round_01" / "trace.parquet").write_bytes(b"PAR1 not really")
     (run / "summary.json").unlink()
+    (run / "round_01" / "done").unlink()
+    (run / "round_01" / "policy.pol").write_text(BROKEN)  # hand-edited after the run
     assert report(run, "-o", tmp_path / "m.html") == 0
     page = (tmp_path / "m.html").read_text()
+    assert "Round 1 did not finish (no done marker)" in page
+    assert f"{run / 'round_01' / 'policy.pol'} does not pass polc check" in page and "E0302" in page
     assert f"{run / 'round_01' / 'params.json'} is missing: no fit." in page
     assert f"{run / 'round_00' / 'metrics.json'} is not valid JSON" in page
     assert "round 0 has no metrics." in page
     assert "summary.json is missing" in page
     assert "is not a readable Parquet table" in page
-    assert 'id="round-1"' in page and "policy reach2" in page.replace("</span>", "").replace('<span class="kw">', "")
+    assert 'id="round-1"' in page and page.count('<div class="graph">') == 1  # round 0's graph; round 1 has none
 
 
 def test_the_page_of_a_trace_shows_its_columns_returns_and_latents(run_dir, browser, tmp_path):

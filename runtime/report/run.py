@@ -350,9 +350,14 @@ def round_section(run: Run, i: int) -> str:
 
             out.append("<h3>Dataflow graph</h3>" + page.inline_svg(to_svg(program.typed), f"r{r.k:02d}"))
     params = r.json("params.json")
-    if program is not None:
-        out.append("<h3>Fitted weights</h3>" + (weights_table(program, params) if params is not None
-                                                else page.missing(f"{r.path / 'params.json'} is missing: no fit.")))
+    if params is None:
+        if not any("params.json" in p for p in r.problems):  # a damaged one is said at the top
+            out.append("<h3>Fitted weights</h3>" + page.missing(f"{r.path / 'params.json'} is missing: no fit."))
+    elif program is not None:
+        out.append("<h3>Fitted weights</h3>" + weights_table(program, params))
+    elif isinstance(params, dict) and isinstance(params.get("weights"), dict):  # no checked structure to read
+        out.append("<h3>Fitted weights</h3><p>(without their constraints: the structure does not check)</p>"
+                   + page.table(["weight", "fitted value"], [[k, json.dumps(v)] for k, v in params["weights"].items()]))
     out.append("<h3>Numbers</h3>" + _numbers(r, run.metric))
     out.append("<h3>Analysis</h3>" + _analyses(r))
     diag = r.text("diagnostics.txt")
