@@ -60,20 +60,20 @@ class PolServer(LanguageServer):
         return uris.to_fs_path(uri) or uri
 
     def analyze(self, uri: str, text: str) -> D.Document:
+        """The check of `text`: the one already made for it, else a new one (one at a time)."""
         with self.lock:
+            doc = self.checked.get(uri)
+            if doc is not None and doc.text == text:
+                return doc
             doc = D.analyze_document(text, self.file_of(uri))
-        self.checked[uri] = doc
-        if doc.tree is not None:
-            self.last_good[uri] = doc
-        return doc
+            self.checked[uri] = doc
+            if doc.tree is not None:
+                self.last_good[uri] = doc
+            return doc
 
     def current(self, uri: str) -> D.Document:
         """The check of the document's text as it is now (re-checked here if it changed)."""
-        text = self.text_of(uri)
-        doc = self.checked.get(uri)
-        if doc is None or doc.text != text:
-            doc = self.analyze(uri, text)
-        return doc
+        return self.analyze(uri, self.text_of(uri))
 
     async def check_and_publish(self, uri: str, delay: float = 0.0) -> None:
         if delay:
