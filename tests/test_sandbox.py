@@ -146,6 +146,15 @@ def test_writing_outside_its_directory_is_refused(trace, target):
     assert (Path(target).read_bytes() if Path(target).exists() else None) == before
 
 
+def test_a_symlink_out_of_its_directory_does_not_help(trace):
+    code = ("import os\ndef analyze(df):\n    os.symlink('/usr/lib/polc-escape', 'link')\n"
+            "    open('link', 'w').write('pwned')\n")
+    result = run(code, trace)
+    assert result.limit == "filesystem" and not Path("/usr/lib/polc-escape").exists()
+    assert result.error == ("The analysis tried to write or open something outside its working "
+                            "directory (link) at line 4: everything else is read-only to it.")
+
+
 def test_the_callers_trace_is_out_of_view(trace):
     before = trace.read_bytes()
     result = run(f"def analyze(df):\n    open({str(trace)!r}, 'wb').write(b'pwned')\n", trace)

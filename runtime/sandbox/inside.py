@@ -229,10 +229,12 @@ def _init(spec: dict) -> None:
         finally:
             os._exit(EXIT_UNAVAILABLE)
     os.close(phase_w)
+    os.set_blocking(phase_r, False)  # read once the harness is gone: never wait on it
     # The caller enforces the wall clock; this backstop holds even if the caller was killed.
-    deadline = time.monotonic() + int(spec["limits"]["wall_seconds"]) + 5
+    backstop = int(spec["limits"]["wall_seconds"]) + 5
+    deadline = time.monotonic() + backstop - 0.5  # a forged SIGALRM comes before it
     signal.signal(signal.SIGALRM, lambda *_: time.monotonic() >= deadline and os._exit(EXIT_WALL))
-    signal.alarm(int(spec["limits"]["wall_seconds"]) + 5)
+    signal.alarm(backstop)
     while True:  # as pid 1 we also reap orphans; when we exit, the kernel kills the rest
         pid, wstatus, usage = os.wait4(-1, 0)
         if pid == child:
