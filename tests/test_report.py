@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 from refine_helpers import fits_once  # noqa: F401  (module fixture)
-from refine_helpers import ANALYSIS, BROKEN, FAST, GOOD, STOP, make_task, pol, revise, run_loop
+from refine_helpers import (ANALYSIS, BROKEN, FAST, GOOD, STOP, make_task, pol, replay_bundled_session, revise,
+                            run_loop)
 
 from polc.cli import main
 from polc.runtime.envs.metric import RETURN
@@ -269,6 +270,26 @@ def test_the_page_of_an_experiment_sets_table_1_beside_the_paper(browser, tmp_pa
     text = browser.js("document.body.innerText")
     assert "148 (140 of RL + 8 of refinement)" in text  # resets to 900, from the RL rows
     assert browser.js("document.querySelectorAll('img.figure').length") == 2  # rounds.png, rl_curves.png
+
+
+@pytest.mark.slow
+def test_the_page_of_the_bundled_car_racing_session(browser, tmp_path):
+    """The README's `polc refine examples/car_racing` (--quick), then its page."""
+    run = tmp_path / "run"
+    _, summary = replay_bundled_session("car_racing", run, "--quick")
+    out = tmp_path / "car_racing.html"
+    assert report(run, "-o", out) == 0
+    browser.open(out)
+    assert browser.problems() == ([], [])
+    for m in summary["rounds"]:
+        section = browser.js(f"document.getElementById('round-{m['round']}').innerText")
+        assert mean_std(m["eval"]["mean"], m["eval"]["std"], RETURN) in section
+    assert browser.js("document.querySelectorAll('div.graph svg').length") == len(summary["rounds"])
+    # a weight marked pinned for every weight polc's diagnostics found on its bound
+    warned = sum(f.read_text().count(" sits on its ") for f in run.glob("round_*/diagnostics.txt"))
+    assert browser.js("document.querySelectorAll('.pinned').length") == warned
+    assert browser.js("document.querySelectorAll('#latents svg.chart').length") >= 1
+    assert len(browser.screenshot().getcolors(1 << 16) or range(1 << 16)) > 50
 
 
 # ---- bad input: a clear error, nothing written ---------------------------------------------------

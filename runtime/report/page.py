@@ -232,7 +232,7 @@ pre.diff .hunk { color: #6060a0; display: block; } pre.diff .ctx { display: bloc
 pre.pol .ln { color: #999; user-select: none; }
 .missing { color: #a33; background: #fff3f3; border-left: 3px solid #c33; padding: 4px 8px; }
 .notice { background: #fff7d6; border-left: 3px solid #d9a400; padding: 4px 8px; }
-.pinned { color: #a33; font-weight: bold; }
+.pinned, .outside { color: #a33; font-weight: bold; }
 .kept { color: #2a7a2a; font-weight: bold; }
 .move { font-weight: bold; }
 img.figure { max-width: 100%; border: 1px solid #eee; }

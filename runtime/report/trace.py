@@ -96,7 +96,7 @@ def columns_table(table: Any) -> str:
         elif spec.dtype == "bool":
             seen = f"true at {100 * float(np.mean(table.column(name))):.0f}% of steps" if table.num_rows else ""
         shape = "x".join(map(str, spec.shape)) if spec.shape else "scalar"
-        cell = f'<span class="pinned">{esc(seen)} (outside the declared range)</span>' if outside else esc(seen)
+        cell = f'<span class="outside">{esc(seen)} (outside the declared range)</span>' if outside else esc(seen)
         rows.append([esc(name), esc(f"{spec.dtype} {shape}"), esc(spec.doc or ""), esc(_range(spec.lo, spec.hi)), cell])
     return page.table(["column", "type", "doc", "declared range", "seen"], rows, raw=True)
 
