@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from polc import ast, errors, loads
+from polc import ast, errors
 from polc.diagnostics import Diagnostic, PolError
 
 from .builtins import FUNCTIONS, KEYWORDS
@@ -121,33 +121,18 @@ def _contains(span: ast.Span, line: int, column: int) -> bool:
 def check_diagnostics(text: str, file: str) -> tuple[list[Diagnostic], Optional[object]]:
     """What `polc check --verbose FILE` reports for `text`, in its order: the errors,
     or the warnings and one note per proved intent. And the Program, if it checks."""
-    try:
-        program = loads(text, file)
-    except PolError as e:
-        return list(e.diagnostics), None
-    diags = list(program.warnings)
-    if program.analysis is not None:
-        for r in program.analysis.intents:
-            if r.status == "proved":
-                diags.append(errors.intent_proved_info(r.intent.span, r.intent.text))
-    return diags, program
+    doc = analyze_document(text, file)
+    return doc.diagnostics, doc.program
 
 
 def analyze_document(text: str, file: str) -> Document:
     """Check `text` and index its names. Never raises for any text: a PolError is
     diagnostics, and an internal error of the compiler is kept in `internal_error`."""
+    doc = Document(text, file, [])
     try:
-        diags, program = check_diagnostics(text, file)
-        internal = None
+        _check(doc)
     except Exception as e:  # a bug in polc: the editor shows it, the server keeps serving
-        diags, program, internal = [], None, _internal(e)
-    doc = Document(text, file, diags, program, internal_error=internal)
-    try:
-        _index(doc)
-    except PolError:
-        pass  # the diagnostics already say why
-    except Exception as e:
-        doc.internal_error = doc.internal_error or _internal(e)
+        doc.internal_error = _internal(e)
     return doc
 
 
@@ -156,12 +141,43 @@ def _internal(e: Exception) -> str:
             "program; please report it with the .pol file.")
 
 
-def _index(doc: Document) -> None:
+def _position(d: Diagnostic) -> tuple:
+    return (0, 0) if d.span is None else (d.span.line, d.span.column)
+
+
+def _check(doc: Document) -> None:
+    """`polc.loads`' phases, each run once, keeping what each produced for the index and
+    hover (the AST; the typed program and analysis even when the analysis finds an error).
+    The diagnostics are composed as `loads` and `polc check --verbose` compose them;
+    tests/test_lsp.py compares the two on every example and golden program."""
+    from polc import Program
+    from polc.analyze import analyze_program
+    from polc.check import check_program
     from polc.parse import parse_program
 
-    doc.tree = parse_program(doc.text, doc.file)
-    if doc.program is not None:
-        doc.typed, doc.analysis = doc.program.typed, doc.program.analysis
+    try:
+        doc.tree = parse_program(doc.text, doc.file)
+    except PolError as e:
+        doc.diagnostics = list(e.diagnostics)
+        return
+    _index(doc)
+    try:
+        doc.typed, warnings = check_program(doc.tree)
+    except PolError as e:
+        doc.diagnostics = list(e.diagnostics)
+        return
+    doc.analysis = analyze_program(doc.typed)
+    found = [d for d in doc.analysis.diagnostics if d.is_error]
+    if found:
+        doc.diagnostics = sorted(found + list(warnings), key=_position)
+        return
+    warnings = list(warnings) + [d for d in doc.analysis.diagnostics if not d.is_error]
+    doc.program = Program(doc.typed, tuple(warnings), doc.analysis)
+    doc.diagnostics = warnings + [errors.intent_proved_info(r.intent.span, r.intent.text)
+                                  for r in doc.analysis.intents if r.status == "proved"]
+
+
+def _index(doc: Document) -> None:
     for d in doc.tree.decls:
         name, span = getattr(d, "name", None), getattr(d, "name_span", None)
         if isinstance(d, ast.PolicyDecl) or name is None or span is None:
@@ -173,14 +189,6 @@ def _index(doc: Document) -> None:
             doc.references.setdefault(n.id, []).append(n.span)
     for spans in doc.references.values():
         spans.sort(key=lambda s: (s.line, s.column))
-    if doc.typed is None:
-        # The checker stopped (or the analysis failed): the types and ranges still help hover.
-        from polc.check import check_program
-
-        doc.typed, _ = check_program(doc.tree)
-        from polc.analyze import analyze_program
-
-        doc.analysis = analyze_program(doc.typed)
 
 
 def _names(node) -> Iterator[ast.Name]:

@@ -429,12 +429,12 @@ def test_polc_lsp_is_a_compiler_command():
 
 def test_an_internal_error_is_kept_not_raised(monkeypatch):
     """A bug in polc on some text becomes one message the server shows; it never escapes."""
-    import polc.lsp.document as document
-
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(document, "loads", broken)
+    import polc.analyze
+
+    monkeypatch.setattr(polc.analyze, "analyze_program", broken)
     doc = analyze_document(CAR.read_text(encoding="utf-8"), "car.pol")
     assert doc.internal_error.startswith("Internal compiler error: RuntimeError: a bug.")
     assert doc.diagnostics == [] and "slip" in doc.symbols  # the index still serves hover and completion
