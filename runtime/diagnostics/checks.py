@@ -163,9 +163,9 @@ def check_trace(ctx: Context) -> CheckOut:
     from ..io.params import structure_sha256
 
     tp, meta, out = ctx.tp, ctx.steps.metadata, []
-    policy = meta.get("policy") or {}
+    policy = meta.get("policy") if isinstance(meta.get("policy"), dict) else {}  # a table's metadata is input
     recorded = policy.get("structure_sha256")
-    if recorded and recorded != structure_sha256(tp):
+    if isinstance(recorded, str) and recorded and recorded != structure_sha256(tp):
         out.append(Finding("trace", "warning", tp.name,
                            f"The trace was made by a policy {policy.get('name', '?')} whose dataflow differs from "
                            f"{tp.name}'s (structure hash {recorded[:12]} vs {structure_sha256(tp)[:12]}), so "

@@ -32,7 +32,11 @@ def _program(args: argparse.Namespace, metadata: dict):
             return load_program(args.policy)[0]
         except UsageError as e:
             raise _Bad(str(e).removeprefix("polc: ")) from None
-    source = (metadata.get("policy") or {}).get("source")
+    recorded = metadata.get("policy")
+    source = recorded.get("source") if isinstance(recorded, dict) else None
+    if recorded is not None and not (isinstance(recorded, dict) and isinstance(source, (str, type(None)))):
+        raise _Bad(f"{args.trace}: its polc metadata's \"policy\" is not an object with the policy's source "
+                   f"text; give the policy with --policy P.pol.")
     if not source:
         raise _Bad(f"{args.trace} does not record its policy's source; give it with --policy P.pol.")
     try:
