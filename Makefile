@@ -34,7 +34,7 @@ test: setup system-deps
 
 # Everything but the tests marked slow, for the edit-test loop.
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	POLC_TESTS=fast $(PY) -m pytest -q -m "not slow"
 
 bench: setup
 	$(PY) benchmarks/run_all.py

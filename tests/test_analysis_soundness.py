@@ -16,6 +16,7 @@ from polc.analyze import analyze_program
 from polc.check import check_program
 from polc.parse import parse_program
 from test_differential import programs  # the shared random program writer
+from tiers import examples
 
 N = 64
 
@@ -26,7 +27,7 @@ def inputs(tp, rng):
     return weights, obs, reference.random_mlp_params(tp, rng)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=programs(), seed=st.integers(0, 2**31 - 1))
 def test_every_computed_value_is_inside_its_interval(text, seed):
     tp, _ = check_program(parse_program(text, "random.pol"))
@@ -42,7 +43,7 @@ def test_every_computed_value_is_inside_its_interval(text, seed):
         assert ok.all(), f"{name} outside {iv} in\n{text}"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=programs(), seed=st.integers(0, 2**31 - 1))
 def test_every_claimed_direction_holds(text, seed):
     tp, _ = check_program(parse_program(text, "random.pol"))

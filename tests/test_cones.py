@@ -18,6 +18,7 @@ from polc.deps import Deps
 from polc.intervals import Interval
 from polc.parse import parse_program
 from test_differential import programs  # the shared random program writer
+from tiers import examples
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -51,7 +52,7 @@ def same(a, b) -> bool:
 # ---- a cone pass is a whole pass, restricted to what the target needs -------------------------
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=programs())
 def test_a_cone_pass_knows_what_a_whole_pass_knows_about_its_target(text):
     tp = typed(text)

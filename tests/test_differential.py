@@ -21,6 +21,7 @@ from polc import reference
 from polc.check import check_program
 from polc.lower import lower
 from polc.parse import parse_program
+from tiers import examples
 
 SHAPES = [(), (2,), (3,), (2, 3)]
 NUMBERS = ["0.5", "1", "2", "0.25", "3", "1.5"]
@@ -230,7 +231,7 @@ def random_params(tp, policy, rng: np.random.Generator) -> dict:
 B = 3
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=programs(), seed=st.integers(0, 2**31 - 1))
 @example(text='obs o0 : real "observation 0"\nweight w0 : real[3] in [-1, 2] = 0.25\nlatent n1 = max(w0)\n'
               'action n4 : real = n1\n', seed=2)  # found by hypothesis: XLA at -O0 made max's gradient inf

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from polc import ast
 from polc.fmt import WIDTH, format_program, format_text
 from polc.parse import parse_program
+from tiers import examples
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(ROOT.glob("examples/**/*.pol"))
@@ -260,7 +261,7 @@ def _expr_text() -> st.SearchStrategy[str]:
     return st.recursive(leaf, extend, max_leaves=40)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_expr_text())
 def test_random_expressions_keep_their_meaning(text):
     src = f"latent e = {text}"
@@ -279,7 +280,7 @@ GAPS = st.sampled_from(["\n", "\n\n", "\n\n\n", "  # trailing\n", "\n# own line\
                         " ", "\n  # indented\n"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(DECLS, GAPS), max_size=8), st.sampled_from(["", "# lead\n", "#x\n\n"]))
 def test_random_layouts_keep_comments_and_are_idempotent(parts, lead):
     src = lead + "".join(d + g for d, g in parts)

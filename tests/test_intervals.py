@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 from polc import intervals as I, typed as T
 from polc.intervals import Interval
 from polc.reference import _BINARY, _BINARY_FUNCS, _REDUCE, _UNARY_FUNCS
+from tiers import examples
 
 INF = math.inf
 finite = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
@@ -45,7 +46,7 @@ def quiet(f, *args):
 # ---- soundness -------------------------------------------------------------------------
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(interval_and_point(), interval_and_point(), st.sampled_from(["add", "sub", "mul"]))
 def test_arithmetic_is_sound(a, b, op):
     (ia, x), (ib, y) = a, b
@@ -54,7 +55,7 @@ def test_arithmetic_is_sound(a, b, op):
     assert inside(out, quiet(_BINARY[op], x, y)), (ia, ib, x, y, out)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(interval_and_point(), interval_and_point())
 def test_division_is_sound_and_flags_zero(a, b):
     (ia, x), (ib, y) = a, b
@@ -66,7 +67,7 @@ def test_division_is_sound_and_flags_zero(a, b):
     assert inside(out, quiet(np.divide, x, y)), (ia, ib, x, y, out)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(interval_and_point(), st.sampled_from([0.0, 1.0, 2.0, 3.0, -1.0, -2.0, -3.0, 0.5, 1.5, -0.5]))
 def test_power_with_a_constant_exponent_is_sound(a, p):
     ia, x = a
@@ -74,14 +75,14 @@ def test_power_with_a_constant_exponent_is_sound(a, p):
     assert inside(out, quiet(np.power, x, p)), (ia, x, p, out)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(interval_and_point(), interval_and_point())
 def test_power_with_a_variable_exponent_is_sound(a, b):
     (ia, x), (ib, y) = a, b
     assert inside(I.power(ia, ib), quiet(np.power, x, y))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(interval_and_point(), st.sampled_from(T.ELEMENTWISE))
 def test_every_elementwise_function_is_sound(a, fn):
     ia, x = a
@@ -90,7 +91,7 @@ def test_every_elementwise_function_is_sound(a, fn):
     assert inside(out, quiet(_UNARY_FUNCS[fn], x)), (fn, ia, x, out)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(interval_and_point(), interval_and_point(), st.sampled_from(T.BINARY_FUNCS))
 def test_binary_functions_are_sound(a, b, fn):
     (ia, x), (ib, y) = a, b
@@ -248,7 +249,7 @@ _TWO = {"add": I.add, "sub": I.sub, "mul": I.mul, "join": I.join, "meet": I.meet
         **{op: (lambda op: lambda a, b: I.compare(op, a, b))(op) for op in ["eq", "ne", "lt", "le", "gt", "ge"]}}
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(interval_and_point(), interval_and_point(), st.sampled_from(sorted(_TWO)))
 def test_scalar_operations_compute_what_their_array_form_computes(a, b, op):
     (ia, _), (ib, _) = a, b
@@ -261,7 +262,7 @@ _ONE = {"neg": I.neg, "not": lambda x: I.logic("not", x),
         **{fn: (lambda fn: lambda x: I.apply(fn, x))(fn) for fn in T.ELEMENTWISE}}
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(interval_and_point(), st.sampled_from(sorted(_ONE)))
 def test_scalar_functions_compute_what_their_array_form_computes(a, fn):
     ia, _ = a

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import polc
 from polc.cli import main
 from polc.diagnostics import PolError, source_lines
+from tiers import examples
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
@@ -92,7 +93,7 @@ def _assert_located(diags, text: str) -> None:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.relative_to(ROOT / "examples").as_posix() for p in EXAMPLES])
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_mutated_examples_fail_cleanly(path, data):
     text = _mutated(path, data)
@@ -108,7 +109,7 @@ def test_mutated_examples_fail_cleanly(path, data):
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.relative_to(ROOT / "examples").as_posix() for p in EXAMPLES])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_cli_exits_0_or_1_on_mutated_examples(path, data):
     text = _mutated(path, data)
