@@ -81,8 +81,8 @@ class PolServer(LanguageServer):
         text = self.text_of(uri)
         loop = asyncio.get_running_loop()
         doc = await loop.run_in_executor(self.worker, self.analyze, uri, text)
-        if self.text_of(uri) != text:
-            return  # edited meanwhile: the check scheduled by that edit publishes
+        if uri not in self.workspace.text_documents or self.text_of(uri) != text:
+            return  # closed, or edited meanwhile (the check scheduled by that edit publishes)
         version = self.workspace.get_text_document(uri).version
         self.text_document_publish_diagnostics(
             L.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=self.lsp_diagnostics(uri, doc)))

@@ -486,3 +486,12 @@ def test_semantic_tokens_colour_names_by_kind(lsp):
     assert ("w_slip", "weight", False) in found and ("slip", "latent", False) in found
     assert ("steer", "action", True) in found
     assert not any(name == "slip" and kind != "latent" for name, kind, _ in found)
+
+
+def test_polc_check_never_imports_the_language_server():
+    code = ("import sys; from polc import cli; code = cli.main(['check', sys.argv[1]]);"
+            "loaded = [m for m in ('pygls', 'lsprotocol', 'pygments', 'polc.lsp', 'polc.runtime') if m in sys.modules];"
+            "assert code == 0 and not loaded, loaded")
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", code, str(CAR)], check=True, capture_output=True, timeout=120)
