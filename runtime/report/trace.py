@@ -24,7 +24,8 @@ def _scalar_float(table: Any, name: str) -> bool:
 
 def choose_columns(table: Any, n: int = 6) -> list[str]:
     """The latents a person wants to see over an episode: the scalar real latents that move
-    (range above 1e-2), most varied first, up to `n`; the action means when none moves."""
+    (range above 1e-2), most varied first, up to `n`; the action means when none moves, the
+    actions when the table has no means (a demonstration)."""
     moving = []
     for c in table.columns:
         if c.startswith("latent.") and _scalar_float(table, c):
@@ -33,7 +34,9 @@ def choose_columns(table: Any, n: int = 6) -> list[str]:
             if v.size and float(np.ptp(v)) >= 1e-2:
                 moving.append((-float(np.std(v) / (np.abs(v).mean() + 1e-9)), c))
     chosen = [c for _, c in sorted(moving)][:n]
-    return chosen or [c for c in table.columns if c.startswith("mean.") and _scalar_float(table, c)][:n]
+    for prefix in ("mean.", "action."):  # a demonstration has no latents: its actions
+        chosen = chosen or [c for c in table.columns if c.startswith(prefix) and _scalar_float(table, c)][:n]
+    return chosen
 
 
 def _episode(table: Any, episode: Optional[int] = None) -> tuple[np.ndarray, int]:
@@ -151,7 +154,7 @@ def trace_sections(table: Any, policy: Optional[Any] = None, policy_error: Optio
     steps = table.num_rows
     names = choose_columns(table)
     sections = [("returns", "Episodes and returns", returns_section(table)),
-                ("latents", "Latents over the first episode",
+                ("latents", "Over the first episode: " + ", ".join(names) if names else "Latents",
                  "<p>Hover a plot to read the step and the value.</p>" + latent_charts([("trace", table)], names)),
                 ("columns", f"Columns ({len(table.columns)}, {steps} steps)", columns_table(table)),
                 ("metadata", "Run metadata", metadata_section(table))]
