@@ -48,7 +48,8 @@ MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXE
                       "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME,
                       "strictatime": MS_STRICTATIME}
 CLONE_NEWUSER, MNT_DETACH = 0x10000000, 2
-PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}  # its number: glibc has no wrapper
+# pivot_root's number (glibc has no wrapper): x86_64's, and the generic table's
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 41}
 # What the analysis sees of the host besides the Python installation and its own folder: the
 # system's programs, libraries and configuration (all world-readable), and five devices.
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -154,19 +155,17 @@ def _enter_new_root(expose: list[str], newroot: str) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{dev}/{name}")
-    os.chdir(newroot)
     number = PIVOT_ROOT.get(os.uname().machine)
-    if number is not None:
-        import ctypes
+    if number is None:
+        raise OSError(f"polc does not know pivot_root's number on {os.uname().machine}")
+    import ctypes
 
-        if _libc().syscall(number, b".", b".") != 0:  # the old root ends up on top of the new
-            err = ctypes.get_errno()
-            raise OSError(err, f"pivot_root: {os.strerror(err)}")
-        if _libc().umount2(b".", MNT_DETACH) != 0:  # so detaching "." detaches the old root
-            raise OSError("could not detach the host's root")
-    else:  # what switch_root does: the new root moved over the old one, then entered
-        _mount(".", "/", None, MS_MOVE)
-        os.chroot(".")
+    os.chdir(newroot)
+    if _libc().syscall(number, b".", b".") != 0:  # the old root ends up on top of the new
+        err = ctypes.get_errno()
+        raise OSError(err, f"pivot_root: {os.strerror(err)}")
+    if _libc().umount2(b".", MNT_DETACH) != 0:  # so detaching "." detaches the old root
+        raise OSError("could not detach the host's root")
     os.chdir("/")
 
 
@@ -214,7 +213,7 @@ def _init(spec: dict) -> None:
         _enter_new_root(spec["expose"], spec["newroot"])
         _read_only_everywhere_but(work)
     except OSError as e:
-        unavailable(f"making the filesystem read-only failed: {e}")
+        unavailable(f"building its read-only file system failed: {e}")
     status.write(json.dumps({"ready": True}) + "\n")
     status.flush()
     phase_r, phase_w = os.pipe()

@@ -42,9 +42,10 @@ are then locked read-only by a second, nested user namespace; the analysis runs 
 caller's own uid there, so the process limit counts only the sandbox's processes (and the
 new root keeps the caller's own files out of its view).
 If no network isolation can be set up, `run_analysis` raises `SandboxUnavailable`: it never
-runs the code unisolated. The seccomp filter is written for x86_64: on another architecture
-the sandbox runs without it and says so with a `SandboxWarning` (everything else holds); on
-x86_64 a missing libseccomp or pyseccomp makes the sandbox unavailable instead.
+runs the code unisolated. The seccomp filter is written for x86_64: on aarch64, riscv64 and
+loongarch64 the sandbox runs without it and says so with a `SandboxWarning` (everything else
+holds); elsewhere it is unavailable (inside.PIVOT_ROOT). On x86_64 a missing libseccomp or
+pyseccomp makes the sandbox unavailable.
 """
 
 from __future__ import annotations
