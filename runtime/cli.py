@@ -37,7 +37,8 @@ def env_spec(name: str):
                          "(any gymnasium id, docs/environments.md).") from None
 
 
-def _env_kwargs(text: Optional[str]) -> Optional[dict]:
+def parse_env_kwargs(text: Optional[str]) -> Optional[dict]:
+    """--env-kwargs JSON as a dict (None when not given), or a usage error."""
     import json
 
     if text is None:
@@ -56,8 +57,10 @@ def env_options(args: argparse.Namespace):
     """The command's `gym:` environment, made from its --schema / --env-kwargs (or an
     env.toml beside its .pol file) and registered for the command's duration, so
     `env_spec(args.env)` returns it. A context manager; a no-op for other envs."""
-    env = getattr(args, "env", None)
-    schema, kwargs = getattr(args, "schema", None), _env_kwargs(getattr(args, "env_kwargs", None))
+    if not hasattr(args, "env"):  # a command that names its environment otherwise (polc schema)
+        return contextlib.nullcontext()
+    env = args.env
+    schema, kwargs = getattr(args, "schema", None), parse_env_kwargs(getattr(args, "env_kwargs", None))
     if not env or not (env.startswith("gym:") or env.endswith(".toml")):
         if schema is not None or kwargs is not None:
             raise UsageError("polc: --schema and --env-kwargs are for gym:ID environments (docs/environments.md).")
@@ -67,7 +70,8 @@ def env_options(args: argparse.Namespace):
     from .envs import gym_env, registry
 
     file = getattr(args, "file", None)
-    return registry.using(gym_env.resolve(env, schema, kwargs, near=file if isinstance(file, str) else None))
+    spec = gym_env.resolve(env, schema, kwargs, near=file if isinstance(file, str) else None)
+    return registry.using(spec, env)
 
 
 def fail(message: str) -> int:
@@ -209,4 +213,4 @@ def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> Non
 
 
 __all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_meta", "env_options", "env_spec", "episode_progress", "fail", "guard",
-           "load_program", "params_for", "read_table_or_usage", "runner_flags", "sigterm_interrupts", "writing"]
+           "load_program", "params_for", "parse_env_kwargs", "read_table_or_usage", "runner_flags", "sigterm_interrupts", "writing"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .envs.cli import register as add_envs  # polc schema, polc init-task: a task on any gymnasium env
 from .diagnostics.cli import register as add_analyze  # polc analyze: built-in diagnostics, or your own code
 from .experiment.cli import register as add_experiment  # polc experiment: Table 1 / Figure 5 in one command
 from .il.cli import register as add_fit  # polc fit: imitation learning
@@ -23,6 +24,7 @@ from .trace.cli import register as add_trace  # polc demos, polc rollout, polc e
 def register(sub: Any) -> None:
     """Add every runtime command to the `polc` subcommands, in the order `polc --help` lists them."""
     add_trace(sub)  # demos
+    add_envs(sub)
     add_fit(sub)
     add_plot(sub)
     add_analyze(sub)

@@ -67,7 +67,7 @@ def test_a_dict_space_env_goes_through_every_command(tmp_path, pol, capsys):
         1.5 * (t.column("obs.target") - t.column("obs.pos")) - t.column("obs.vel"), -1, 1), atol=1e-6)
 
     code, _, _ = polc(capsys, "fit", pol, "--demos", demo, "--env", DICT_ENV, "-o", params, "--epochs", "300",
-                      "--restarts", "1", "--lr", "0.05", "-q")
+                      "--restarts", "1", "--lr", "0.05", "--prior-scale", "inf", "--check-episodes", "0", "-q")
     w = json.loads(Path(params).read_text())["weights"]
     assert code == 0 and w["kp"] == pytest.approx(1.5, rel=0.1) and w["kd"] == pytest.approx(1.0, rel=0.15)
 

@@ -343,9 +343,21 @@ def resolve(name: str, schema: Optional[str] = None, kwargs: Optional[Mapping[st
         probe.close()
     max_steps = (file.max_steps if file and file.max_steps else None) or limit or DEFAULT_MAX_STEPS
     obs, actions = layout.fields()
-    schema_obj = EnvSchema(env, env_id, _version(layout, make_kwargs), obs, actions)
+    # A schema file that names its env is itself a name get() resolves: tables made
+    # with it (demos, traces) then name an env that polc fit and refine can remake.
+    own = file is not None and file.env == env
+    schema_obj = EnvSchema(os.path.abspath(file.path) if own else env, env_id, _version(layout, make_kwargs), obs, actions)
     source = GymSource(env_id, tuple(sorted(make_kwargs.items())), layout, file.path if file else None)
     return GymEnvSpec(schema_obj, int(max_steps), no_expert, source=source)
+
+
+def starter_file(env: str, kwargs: Optional[Mapping[str, Any]] = None) -> str:
+    """The starter schema file of `gym:ID` from its spaces (one field per component)."""
+    probe = _make_raw(env[len(PREFIX):], dict(kwargs or {}))
+    try:
+        return starter_for(env, probe.observation_space, probe.action_space)
+    finally:
+        probe.close()
 
 
 def _resolver(name: str, near: Optional[str] = None) -> Optional[EnvSpec]:
@@ -355,4 +367,4 @@ def _resolver(name: str, near: Optional[str] = None) -> Optional[EnvSpec]:
 add_resolver(_resolver)
 
 __all__ = ["GymEnvSpec", "GymSource", "Layout", "PREFIX", "SchemaEnv", "Slot", "is_gym_name", "layout_of",
-           "resolve", "starter_for"]
+           "resolve", "starter_file", "starter_for"]

@@ -100,18 +100,20 @@ def add_resolver(resolve: Callable[[str, Optional[str]], Optional[EnvSpec]]) -> 
 
 
 @contextlib.contextmanager
-def using(spec: EnvSpec) -> Iterator[EnvSpec]:
-    """`get(spec.name)` is `spec` inside the block (a `gym:` env with the command's
-    --schema and --env-kwargs), whatever it was before."""
-    before = _REGISTRY.get(spec.name)
-    _REGISTRY[spec.name] = spec
+def using(spec: EnvSpec, *aliases: str) -> Iterator[EnvSpec]:
+    """`get(spec.name)` (and `get(alias)`) is `spec` inside the block (a `gym:` env
+    with the command's --schema and --env-kwargs), whatever it was before."""
+    keys = dict.fromkeys((spec.name,) + aliases)
+    before = {k: _REGISTRY.get(k) for k in keys}
+    _REGISTRY.update({k: spec for k in keys})
     try:
         yield spec
     finally:
-        if before is None:
-            _REGISTRY.pop(spec.name, None)
-        else:
-            _REGISTRY[spec.name] = before
+        for k, old in before.items():
+            if old is None:
+                _REGISTRY.pop(k, None)
+            else:
+                _REGISTRY[k] = old
 
 
 def check_against_env(tp: TypedProgram, env_name: str) -> list[Diagnostic]:

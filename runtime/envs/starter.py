@@ -1,0 +1,83 @@
+"""Starter files for a new task: a `.pol` program that declares every observation
+and action of an environment's schema (it checks against the environment and
+compiles; its actions are constants to replace with a structure), and the
+skeleton of a task folder (`polc init-task`). Plain text from plain data: no
+gymnasium here."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from polc.errors import fmt_num
+
+from .schema import EnvSchema, Field
+
+
+def _policy_name(schema: EnvSchema) -> str:
+    base = schema.env_id.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
+    base = re.sub(r"-v\d+$", "", base)
+    name = re.sub(r"[^A-Za-z0-9_]", "_", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base)).lower().strip("_")
+    return name if name and not name[0].isdigit() else f"task_{name}"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', "'").replace("\n", " ") + '"'
+
+
+def _type(f: Field) -> str:
+    dims = "" if not f.shape else "[" + ", ".join(map(str, f.shape)) + "]"
+    if math.isinf(f.lo) and math.isinf(f.hi):
+        rng = ""
+    elif math.isinf(f.hi):
+        rng = f" >= {fmt_num(f.lo)}"
+    elif math.isinf(f.lo):
+        rng = f" <= {fmt_num(f.hi)}"
+    else:
+        rng = f" in [{fmt_num(f.lo)}, {fmt_num(f.hi)}]"
+    return f"real{dims}{rng}"
+
+
+def starter_pol(schema: EnvSchema, env: str) -> str:
+    """A program that declares `schema`'s observations and actions; each action is
+    linear in every observation (an array enters by its mean), clipped to its range,
+    with a learned noise std: it checks, compiles and fits, and is there to be
+    replaced by a structure."""
+    width = max(len(f.name) for f in schema.obs + schema.actions)
+    lines = [f'policy {_policy_name(schema)} "TODO: say what the policy does, in one sentence."', "",
+             f"# The observations and actions of {env} ({schema.env_id}); written by polc schema.",
+             "# Each action starts linear in the observations: replace it with a structure (latents with",
+             "# meaning, sign-constrained weights, intents; docs/language.md)."]
+    for f in schema.obs:
+        lines.append(f"obs {f.name.ljust(width)} : {_type(f)} {_quote(f.doc or f.name)}")
+    lines.append("")
+    for a in schema.actions:
+        finite = math.isfinite(a.lo) and math.isfinite(a.hi)
+        mid = (a.lo + a.hi) / 2 if finite else 0.0
+        scale = (a.hi - a.lo) / 2 if finite else 1.0
+        lines.append(f"weight b_{a.name} : real = {fmt_num(mid)} {_quote(f'{a.name} at zero observations')}")
+        terms = [f"b_{a.name}"]
+        for o in schema.obs:
+            w = f"w_{a.name}_{o.name}"
+            lines.append(f"weight {w} : real = 0 {_quote(f'{a.name} per unit of {o.name}')}")
+            terms.append(f"{w} * " + (f"mean({o.name})" if o.shape else o.name))
+        lines.append(f"latent lin_{a.name} = " + " + ".join(terms) + f" {_quote(f'{a.name} before clipping')}")
+        mean = f"clip(lin_{a.name}, {fmt_num(a.lo)}, {fmt_num(a.hi)})" if finite else f"lin_{a.name}"
+        for n in reversed(a.shape):  # a vector action: the same value in every element
+            mean = "[" + ", ".join([mean] * n) + "]"
+        lines += [f"weight s_{a.name} : real in [{fmt_num(scale * 1e-3)}, {fmt_num(scale)}] = {fmt_num(scale * 0.1)} "
+                  f"{_quote(f'{a.name} noise std')}",
+                  f"action {a.name} : {_type(a)} = {mean} ~ normal(std = s_{a.name}) {_quote(a.doc or a.name)}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def task_md(env: str, schema: EnvSchema) -> str:
+    """The task description a refinement run's model reads (to fill in)."""
+    obs = "\n".join(f"- `{f.describe()}`: {f.doc}" for f in schema.obs)
+    act = "\n".join(f"- `{f.describe()}`: {f.doc}" for f in schema.actions)
+    return (f"# Task: {schema.env_id}\n\nTODO: what the task is, what good behaviour looks like, and how an "
+            f"episode is scored (by default its return, higher is better).\n\n## Observations\n{obs}\n\n"
+            f"## Actions\n{act}\n")
+
+
+__all__ = ["starter_pol", "task_md"]
