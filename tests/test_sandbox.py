@@ -534,3 +534,14 @@ def test_the_documentation_names_every_refused_system_call():
     doc = (PROJECT / "docs" / "sandbox.md").read_text(encoding="utf-8")
     refused = [name for names in inside.DENIED.values() for name in names] + ["clone3"]
     assert [name for name in refused if f"`{name}`" not in doc] == []
+
+
+def test_polc_analyze_prints_only_its_own_sentence_on_a_forgery(trace, tmp_path, capsys):
+    from polc.cli import main
+
+    code = tmp_path / "forge.py"
+    code.write_text(FORGERY)
+    assert main(["analyze", str(trace), "--code", str(code)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "polc: The analysis exited with status 1 before analyze(df) returned.\n"
+    assert FORGED not in err and " written: " in out
