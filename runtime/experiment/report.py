@@ -88,8 +88,8 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
         calls = "-" if r.stage == "demo" else str(r.llm_calls)
         resets = "-" if r.stage == "demo" else str(r.resets)
         lines.append(f"| {r.method} | {demo} | {calls} | {resets} | " + " | ".join(c(r) for _, c in cols) + " |")
-    lines += ["", "Mean ± std over the unseen seeds (one episode each). Mean actions: the policy acts on its action means (IL fits "
-              "them; this is the table's main column)."
+    lines += ["", "Mean ± std over the unseen seeds (one episode each). Mean actions: the policy acts on its "
+              "action means (IL fits them; this is the table's main column)."
               + (" Sampled actions: each action drawn from the policy's declared noise (what RL trains)."
                  if sampled else " (No sampled column: an action of these structures declares no noise.)")
               + " Resets count every environment episode used for refinement and training, not evaluation. "
@@ -102,8 +102,8 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
     if any(r.training_seeds > 1 for r in rows):
         k = max(r.training_seeds for r in rows)
         lines[-1] += (f" RL rows ({k} seeds): {k} RL runs with different training seeds; the mean over seeds "
-                      "of each run's mean over the unseen seeds, ± the spread (std) of those means across seeds; the "
-                      "shares pool every run's episodes.")
+                      "of each run's mean over the unseen seeds, ± the spread (std) of those means across seeds; "
+                      "the shares pool every run's episodes.")
     lines.append("")
     notes = [f"- {r.method}: {r.note}" for r in rows if r.note and r.stage == "RL"]
     if notes:
