@@ -495,3 +495,22 @@ def test_polc_check_never_imports_the_language_server():
     import subprocess
 
     subprocess.run([sys.executable, "-c", code, str(CAR)], check=True, capture_output=True, timeout=120)
+
+
+def test_a_failing_request_is_an_lsp_error_and_the_server_keeps_serving(lsp, tmp_path):
+    """A request about a file that was never opened and does not exist fails as an LSP error."""
+    ghost = uris.from_fs_path(str(tmp_path / "never-written.pol"))
+    with pytest.raises(JsonRpcException):
+        hover(lsp, ghost, L.Position(0, 0))
+    text = CAR.read_text(encoding="utf-8")
+    uri = lsp.open(text, CAR)
+    assert "**latent** `slip`" in hover(lsp, uri, position_of(text, "latent slip ", 8))
+
+
+def test_closing_a_document_clears_its_diagnostics(lsp, tmp_path):
+    uri = lsp.open("obs x : real\nlatent y = x +\n", tmp_path / "closed.pol")
+    assert lsp.diagnostics(uri)
+    lsp._event(uri).clear()
+    lsp.client.text_document_did_close(L.DidCloseTextDocumentParams(doc_id(uri)))
+    lsp.run(lsp._event(uri).wait())
+    assert list(lsp.diagnostics(uri)) == []
