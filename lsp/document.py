@@ -222,7 +222,11 @@ def sign_of(lo: float, hi: float) -> str:
     return "either sign"
 
 
-def _range_text(lo: float, hi: float) -> str:
+def _range_text(lo, hi) -> str:
+    try:
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):  # a range per element: shown as the compiler holds it
+        return f"[{lo}, {hi}]"
     if math.isinf(lo) and math.isinf(hi):
         return "unbounded"
     if math.isinf(hi):
