@@ -127,3 +127,31 @@ def test_unknown_backend_spec(spec):
 def test_message_roles_are_checked():
     with pytest.raises(ValueError, match="role must be one of"):
         Message("assistant", "hi")
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda r: r.update(messages="hello"), '"messages" is not a list of'),
+    (lambda r: r["messages"][0].update(role="assistant"), '"messages" is not a list of'),
+    (lambda r: r.update(reply=None), '"reply" is not a string'),
+    (lambda r: r.pop("input_tokens"), '"input_tokens" is not a count of tokens'),
+    (lambda r: r.update(output_tokens="12"), '"output_tokens" is not a count of tokens'),
+    (lambda r: r.update(seconds=float("nan")), '"seconds" is not a number of seconds'),
+])
+def test_a_record_that_cannot_be_played_back_is_a_clear_error(tmp_path, edit, problem):
+    record_session(tmp_path, n=2)
+    file = exchange_file(tmp_path)
+    lines = file.read_text().splitlines()
+    first = json.loads(lines[0])
+    edit(first)
+    file.write_text(json.dumps(first) + "\n" + lines[1] + "\n")
+    with pytest.raises(LLMError, match=rf"Line 1 of .* is not a usable polc-llm-exchange/1 record: {problem}"):
+        make_backend(f"replay:{tmp_path}")
+
+
+def test_a_deeply_nested_line_is_damage_not_a_crash(tmp_path):
+    record_session(tmp_path, n=2)
+    file = exchange_file(tmp_path)
+    lines = file.read_text().splitlines()
+    file.write_text("[" * 100_000 + "]" * 100_000 + "\n" + lines[1] + "\n")
+    with pytest.raises(LLMError, match="damaged at line 1"):
+        read_exchanges(tmp_path)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .base import Backend, LLMError, Message, Reply
+from .base import ROLES, Backend, LLMError, Message, Reply
 
 FORMAT = "polc-llm-exchange/1"
 FILENAME = "exchanges.jsonl"
@@ -44,14 +44,35 @@ def read_exchanges(path: str | os.PathLike) -> list[dict]:
     for number, line in enumerate(complete, start=1):
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             if number == len(complete) and not tail:
                 break  # a torn last line that happened to end in a newline byte
             raise LLMError(f"The exchange file {file} is damaged at line {number}.") from None
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise LLMError(f"Line {number} of {file} is not a {FORMAT} record.")
+        problem = _record_problem(record)
+        if problem:
+            raise LLMError(f"Line {number} of {file} is not a usable {FORMAT} record: {problem}.")
         records.append(record)
     return records
+
+
+def _record_problem(record: dict) -> str:
+    """What keeps `record` from being played back ('' when nothing does)."""
+    messages = record.get("messages")
+    if not (isinstance(messages, list) and all(isinstance(m, dict) and m.get("role") in ROLES
+                                               and isinstance(m.get("text"), str) for m in messages)):
+        return f'"messages" is not a list of {{"role": one of {", ".join(ROLES)}, "text": "..."}}'
+    if not isinstance(record.get("reply"), str):
+        return '"reply" is not a string'
+    for key in ("input_tokens", "output_tokens"):
+        v = record.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f'"{key}" is not a count of tokens'
+    v = record.get("seconds")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        return '"seconds" is not a number of seconds'
+    return ""
 
 
 def _cut_torn_tail(file: Path) -> None:
