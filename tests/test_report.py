@@ -173,6 +173,9 @@ def test_the_page_of_a_run_renders_offline_with_every_round(run_dir, browser, tm
     shutil.copytree(run_dir, run)
     # text a model or an analysis wrote may hold markup: it must show as text, never run
     (run / "round_00" / "analysis_1.txt").write_text(EVIL)
+    doc = "</script><script>window.__evil = 3</script><b>bold</b>"  # a doc string of a .pol: in source and graph
+    pol1 = run / "round_01" / "policy.pol"
+    pol1.write_text(pol1.read_text().replace('"distance to go"', f'"{doc}"'))
     out = tmp_path / "run.html"
     assert report(run, "-o", out) == 0
     browser.open(out)
@@ -181,6 +184,9 @@ def test_the_page_of_a_run_renders_offline_with_every_round(run_dir, browser, tm
     assert browser.js("document.body.dataset.ready") == "yes"  # the page's script ran to its end
     assert browser.js("window.__evil === undefined")
     assert EVIL in browser.js("document.getElementById('round-0').innerText")
+    assert doc in browser.js("document.querySelector('#round-1 pre.pol').innerText")
+    assert doc in browser.js("document.querySelector('#round-1 div.graph svg').textContent")  # a node's tooltip
+    assert browser.js("document.querySelectorAll('b').length") == 0
     summary = json.loads((run / "summary.json").read_text())
     text = browser.js("document.body.innerText")
     for m in summary["rounds"]:
