@@ -194,7 +194,7 @@ def test_the_page_of_a_run_renders_offline_with_every_round(run_dir, browser, tm
         assert mean_std(m["eval"]["mean"], m["eval"]["std"], RETURN) in text
     assert browser.js("document.querySelectorAll('div.graph svg').length") == 2  # a dataflow graph per round
     assert browser.js("!!document.getElementById('r01-latent-err')")  # its nodes, ids prefixed per round
-    assert browser.js("document.querySelectorAll('pre.pol .kw').length") > 10  # highlighted keywords
+    assert browser.js("document.querySelectorAll('pre.pol .kd').length") > 10  # highlighted declarations
     # round 1's diff: the gains the model revised, removed and added
     added = browser.js("[...document.querySelectorAll('#round-1 pre.diff .add')].map(e => e.innerText)")
     assert any("weight kp" in a and "1.0" in a for a in added)

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from polc.graph import PALETTE
+
 # Series colours: the first two are matplotlib's C0 and C3, as the run's own PNGs use them.
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f")
 
@@ -224,9 +226,16 @@ table.grid th, table.grid td { border: 1px solid #ccc; padding: 3px 8px; text-al
 table.grid th { background: #eef1f5; }
 table.grid td.numcell { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #f4f4f4; border: 1px solid #e0e0e0; padding: 8px; overflow-x: auto; font-size: 12px; max-height: 480px; }
-pre.pol .kw { color: #7b2fa8; font-weight: bold; } pre.pol .ty { color: #00709a; }
-pre.pol .str { color: #a15c00; } pre.pol .com { color: #6a7a6a; font-style: italic; }
-pre.pol .nm { color: #a02020; } pre.pol .fn { color: #1f5fb0; }
+pre.pol .kd, pre.pol .k { color: #7b2fa8; font-weight: bold; } pre.pol .kt { color: #00709a; }
+pre.pol .kc, pre.pol .ow { color: #7b2fa8; } pre.pol .sd, pre.pol .se { color: #a15c00; }
+pre.pol .c1 { color: #6a7a6a; font-style: italic; } pre.pol .mf { color: #a02020; } pre.pol .nb { color: #1f5fb0; }
+pre.pol .nn { font-weight: bold; } pre.pol .err { color: #c00; text-decoration: underline wavy #c00; }
+"""
+# A declared name in the colour of its kind in the dataflow graph (the paper's Figure 2);
+# the Pygments classes of polc.highlight.DECLARED: obs, weight, latent, action.
+CSS += "".join(f"pre.pol .{cls} {{ color: {PALETTE[kind][1]}; font-weight: bold; }}\n"
+               for cls, kind in (("vg", "obs"), ("no", "weight"), ("nv", "latent"), ("nf", "action")))
+CSS += """
 pre.diff .add { background: #dff5df; display: block; } pre.diff .del { background: #fbe0e0; display: block; }
 pre.diff .hunk { color: #6060a0; display: block; } pre.diff .ctx { display: block; }
 pre.pol .ln { color: #999; user-select: none; }

@@ -1,42 +1,34 @@
 """Pol source on the page: syntax highlighting and the diff between two rounds.
 
-The tokenizer follows grammar/pol.lark's terminals (keywords, types, numbers, strings,
-comments); a name followed by `(` is a function. It only colours text: a source that
-does not parse still shows, token by token, and every piece is escaped.
+Highlighting is Pygments with polc's own Pol lexer (`polc.highlight.PolLexer`, the one
+`pygmentize -l pol` uses): it tokenises a declared name by its kind, so the page colours
+observations, weights, latents and actions as the graph does (the paper's Figure 2).
+Lines are lexed one at a time, so the diff's lines are highlighted the same way, and a
+source that does not parse still shows; Pygments escapes every piece of text.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
+import functools
 
 from .page import esc
 
-KEYWORDS = ("policy", "obs", "weight", "latent", "action", "expect", "in", "if", "then", "else", "and", "or",
-            "not", "true", "false", "inf", "increasing", "decreasing")
-TYPES = ("real", "bool")
 
-_TOKEN = re.compile(r"""
-    (?P<com>\#[^\n]*)
-  | (?P<str>"(?:[^"\\\n]|\\.)*"?)
-  | (?P<nm>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-  | (?P<word>[A-Za-z_][A-Za-z_0-9]*)
-  | (?P<other>[^#"A-Za-z_0-9.]+|.)
-""", re.VERBOSE | re.DOTALL)
+@functools.lru_cache(maxsize=1)
+def _pygments() -> tuple:
+    from pygments import highlight as pygmentize
+    from pygments.formatters import HtmlFormatter
+
+    from polc.highlight import PolLexer
+
+    return pygmentize, PolLexer(ensurenl=False, stripnl=False), HtmlFormatter(nowrap=True)
 
 
 def highlight_line(line: str) -> str:
-    """One line of Pol as HTML with `<span class=kw|ty|nm|str|com|fn>`."""
-    out = []
-    for m in _TOKEN.finditer(line):
-        kind, text = m.lastgroup, m.group()
-        if kind == "word":
-            rest = line[m.end():].lstrip()
-            kind = "kw" if text in KEYWORDS else "ty" if text in TYPES else "fn" if rest.startswith("(") else None
-        elif kind == "other":
-            kind = None
-        out.append(f'<span class="{kind}">{esc(text)}</span>' if kind else esc(text))
-    return "".join(out)
+    """One line of Pol as HTML spans with Pygments' short token classes (`kd`, `vg`, ...)."""
+    pygmentize, lexer, formatter = _pygments()
+    return pygmentize(line, lexer, formatter).rstrip("\n")
 
 
 def highlight(source: str) -> str:
