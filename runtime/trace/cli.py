@@ -1,7 +1,8 @@
 """`polc demos`, `polc rollout` and `polc eval`: an environment's expert, a traced
 policy, and the score over unseen seeds.
 
-    polc demos ENV --episodes N --seed S [--perturb SIGMA] -o FILE.parquet
+    polc demos ENV --episodes N --seed S [--perturb SIGMA] [--expert FILE.py:FN] -o FILE.parquet
+    polc demos ENV --from-parquet YOURS.parquet -o FILE.parquet
     polc rollout FILE.pol [--params P] --env ENV --episodes N [--seed S] [--sample] -o TRACE.parquet
     polc eval FILE.pol [--params P] --env ENV --seeds N [--json]     (or --expert instead of FILE)
 
@@ -31,6 +32,8 @@ def cmd_demos(args: argparse.Namespace) -> int:
     from ..io.table import TableWriter
 
     spec = rc.env_spec(args.env)
+    if args.from_parquet:
+        return _demos_from_parquet(args, spec)
     if args.expert:
         import dataclasses
 
@@ -67,6 +70,31 @@ def cmd_demos(args: argparse.Namespace) -> int:
     what = "perturbed expert return" if perturb is not None else "expert return"
     print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, {what} "
           f"{np.mean(returns):.1f} ± {np.std(returns):.1f}", file=sys.stderr)
+    return 0
+
+
+def _demos_from_parquet(args: argparse.Namespace, spec: Any) -> int:
+    """`polc demos ENV --from-parquet FILE`: a user's table as a demonstration."""
+    from polc import __version__
+
+    from .demos import demo_columns
+    from .imported import TableImportError, read_user_table
+    from ..io.table import TableWriter
+
+    if args.expert or args.perturb is not None:
+        raise UsageError("polc: --from-parquet takes the actions from the table; give no --expert or --perturb.")
+    meta = {"kind": "demonstration", "polc_version": __version__, "env": rc.env_meta(spec), "seeds": [],
+            "source": {"parquet": args.from_parquet},
+            "command": f"polc demos {args.env} --from-parquet {shlex.quote(args.from_parquet)} -o {args.output}"}
+    writer = TableWriter(args.output, demo_columns(spec.schema), meta)
+    try:
+        with rc.writing(writer):
+            for columns in read_user_table(spec.schema, args.from_parquet):
+                writer.write_episode(columns)
+    except TableImportError as e:
+        raise UsageError(f"polc: {e}.") from None
+    print(f"wrote {args.output}: {writer.episodes} episode(s), {writer.rows} steps from {args.from_parquet}",
+          file=sys.stderr)
     return 0
 
 
@@ -175,6 +203,9 @@ def register(sub: Any) -> None:
     c.add_argument("--expert", metavar="FILE.py:FUNCTION",
                    help="your demonstrator for a gym: env, a function of the observation dict that returns the "
                         "action dict (or MODULE:FUNCTION)")
+    c.add_argument("--from-parquet", metavar="FILE",
+                   help="no expert: convert your own table, its columns named as the schema says "
+                        "(obs.NAME / action.NAME or NAME; optional episode, reward, terminated, truncated)")
     c.add_argument("--episodes", type=int, default=1)
     c.add_argument("--seed", type=int, default=0, help="seed of the first episode (demonstration seeds: 0..999)")
     c.add_argument("--perturb", metavar="SIGMA",
