@@ -2,12 +2,14 @@
 # The Debian packages the test suite drives for real (called by `make test`):
 #   chromium  a real browser: `polc report` pages are opened and checked headless
 #   neovim    a real LSP client: `polc lsp` is driven through it
+#   libseccomp2  the analysis sandbox's seccomp filter (pyseccomp loads it; Debian's apt needs it too)
 # Installs only what is missing, and only where apt-get and root (or sudo) exist;
 # elsewhere it says what to install and the tests that need them skip with that reason.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v nvim >/dev/null 2>&1 || need+=(neovim)
+ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need+=(libseccomp2)
 [ ${#need[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "system-deps: no apt-get here; install ${need[*]} yourself (their tests skip without them)." >&2
