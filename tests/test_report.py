@@ -298,6 +298,28 @@ def test_the_page_of_the_bundled_car_racing_session(browser, tmp_path):
     assert len(browser.screenshot().getcolors(1 << 16) or range(1 << 16)) > 50
 
 
+def test_an_experiments_rl_curves_are_drawn_from_its_rl_logs(run_dir, browser, tmp_path):
+    """The RL logs of a real `polc rl` run (the toy task's round 1, two updates) under an
+    experiment's rl/refined/seed0: its curve, after the refinement's resets."""
+    exp = tmp_path / "exp"
+    shutil.copytree(ROOT / "docs" / "results" / "car_racing", exp)
+    (exp / "rl_curves.png").unlink()
+    rl = exp / "rl" / "refined" / "seed0"
+    assert main(["rl", str(run_dir / "round_01" / "policy.pol"), "--params", str(run_dir / "round_01" / "params.json"),
+                 "--env", "toy_reach", "-o", str(rl), "--n-envs", "1", "--episodes-per-update", "4", "--resets", "10",
+                 "-q"]) == 0
+    log = json.loads((rl / "log.json").read_text())["log"]
+    offset = json.loads((exp / "results.json").read_text())["refinement"]["resets"]
+    out = tmp_path / "exp.html"
+    assert report(exp, "-o", out) == 0
+    browser.open(out)
+    assert browser.problems() == ([], [])
+    series = browser.js("JSON.parse(document.querySelector('#rl svg.chart').dataset.series)")
+    assert [s["name"] for s in series] == ["Refined structure"]
+    assert series[0]["x"] == [r["resets"] + offset for r in log]
+    assert series[0]["y"] == pytest.approx([r["return_mean"] for r in log])
+
+
 # ---- bad input: a clear error, nothing written ---------------------------------------------------
 
 

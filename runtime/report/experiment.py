@@ -162,6 +162,10 @@ def curves_section(results: dict, out: Path) -> str:
 
     budget = results.get("budget") or {}
     ref = results.get("refinement") or {}
+    from ..experiment.plan import TASKS
+
+    task = TASKS.get(str(results.get("experiment")))
+    labels = {st.key: st.label for st in task.structures} if task else {}
     series, problems = [], []
     rl_dir = out / "rl"
     keys = sorted(d.name for d in rl_dir.iterdir() if d.is_dir()) if rl_dir.is_dir() else []
@@ -185,7 +189,7 @@ def curves_section(results: dict, out: Path) -> str:
                 continue
             offset = ref.get("resets", 0) if key == "refined" else 0
             x = [r + offset for r in resets]
-            series.append(Series(key, x, mean, tips=[f"{num(m)} (band {num(a)}..{num(b)}: {band})"
+            series.append(Series(labels.get(key, key), x, mean, tips=[f"{num(m)} (band {num(a)}..{num(b)}: {band})"
                                                      for m, a, b in zip(mean, lo, hi)]))
     body = "".join(page.missing(p) for p in problems)
     solved = results.get("solved_at")

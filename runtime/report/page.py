@@ -127,8 +127,9 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 def line_chart(c: Chart) -> str:
     """An SVG chart. Hovering shows, for the x under the pointer, each series' value there
     (the script reads the series from the `data-series` attribute)."""
-    left, right, top, bottom = 64, 16, 28, 44
-    w, h = c.width, c.height
+    legend_h = 18 if len(c.series) > 1 else 0  # a row of series names under the axis label
+    left, right, top, bottom = 64, 16, 28, 44 + legend_h
+    w, h = c.width, c.height + legend_h
     xs = [x for s in c.series for x in _finite(s.x)]
     ys = [y for s in c.series for y in _finite(s.y)]
     for s in c.series:
@@ -162,7 +163,7 @@ def line_chart(c: Chart) -> str:
     for t, label in xticks:
         out.append(f'<text x="{px(t):.1f}" y="{h - bottom + 16}" class="tick" text-anchor="middle">{esc(label)}</text>')
     out.append(f'<rect x="{left}" y="{top}" width="{w - left - right}" height="{h - top - bottom}" class="frame"/>')
-    out.append(f'<text x="{(left + w - right) / 2:.0f}" y="{h - 6}" class="axis" text-anchor="middle">'
+    out.append(f'<text x="{(left + w - right) / 2:.0f}" y="{h - 6 - legend_h}" class="axis" text-anchor="middle">'
                f'{esc(c.xlabel)}</text>')
     out.append(f'<text transform="translate(14 {(top + h - bottom) / 2:.0f}) rotate(-90)" class="axis" '
                f'text-anchor="middle">{esc(c.ylabel)}</text>')
@@ -185,7 +186,7 @@ def line_chart(c: Chart) -> str:
                                f'stroke="{color}" stroke-width="1.4"/>')
         if not s.line or len(pts) <= 60:
             out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.5" fill="{color}"/>' for a, b in pts]
-    out.append(_legend(c.series, left + 8, top + 14))
+    out.append(_legend(c.series, left, h - 6))
     out.append('<line class="cursor" x1="0" x2="0" y1="{}" y2="{}" visibility="hidden"/>'.format(top, h - bottom))
     out.append("</svg>")
     return '<figure class="chart">' + "".join(out) + "</figure>"
@@ -196,8 +197,9 @@ def _legend(series: Sequence[Series], x: float, y: float) -> str:
         return ""
     out = []
     for i, s in enumerate(series):
-        out.append(f'<rect x="{x}" y="{y + 16 * i - 8}" width="10" height="10" fill="{COLORS[i % len(COLORS)]}"/>'
-                   f'<text x="{x + 14}" y="{y + 16 * i + 1}" class="tick">{esc(s.name)}</text>')
+        out.append(f'<rect x="{x:.0f}" y="{y - 9}" width="10" height="10" fill="{COLORS[i % len(COLORS)]}"/>'
+                   f'<text x="{x + 14:.0f}" y="{y}" class="tick">{esc(s.name)}</text>')
+        x += 34 + 6.2 * len(s.name)  # 11 px text: about 6 px a character
     return "".join(out)
 
 
