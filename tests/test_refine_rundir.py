@@ -75,3 +75,33 @@ def test_the_table_has_a_row_per_round_and_totals():
     assert lines[0].split()[:3] == ["round", "structure", "return"]
     assert "p abcdef" in lines[2] and "200.0 ± 1.5" in lines[2] and "4,000" in lines[3]
     assert lines[-1].split() == ["total", "6", "6,000", "200", "4", "2:02"]
+
+
+def test_a_damaged_run_directory_is_a_clear_error_on_resume(tmp_path, capsys):
+    import re
+
+    from polc.cli import main
+    from polc.runtime.refine.rundir import RunDir, RunDirError
+    from polc.runtime.refine.work import Settings
+
+    run = tmp_path / "run"
+    RunDir.create(run, {"task": "t", "env": "toy_reach", "llm": "manual:x", "llm_kind": "manual",
+                        "settings": Settings().to_json()})
+    good = (run / "run.json").read_text()
+    cases = [("{not json", r"run.json is damaged \(not valid JSON\)"),
+             ("[" * 100_000 + "]" * 100_000, r"run.json is damaged \(nested too deeply\)"),
+             (json.dumps({**json.loads(good), "settings": "fast"}), "lacks a usable settings"),
+             (json.dumps({**json.loads(good), "settings": {"rounds": "6"}}),
+              'the settings in .* cannot be used \\(setting rounds is "6", not an integer\\)')]
+    for text, message in cases:
+        (run / "run.json").write_text(text)
+        assert main(["refine", "--resume", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert re.search(message, err) and "Traceback" not in err, err
+    (run / "run.json").write_text(good)
+    d = run / "round_00"
+    d.mkdir()
+    (d / "metrics.json").write_text('{"round": 0}')
+    (d / "done").write_text("x")
+    with pytest.raises(RunDirError, match=r"metrics.json is not the metrics of a complete round .*remove"):
+        RunDir.open(run).metrics(0)

@@ -126,8 +126,15 @@ def _resumed_run(args: argparse.Namespace):
     from dataclasses import replace
 
     config = run.config
+    kinds = {"task": str, "env": str, "llm": str, "llm_kind": str, "settings": dict}
+    wrong = [k for k, t in kinds.items() if not isinstance(config.get(k), t)]
+    if wrong:
+        raise UsageError(f"polc: {run.path / 'run.json'} lacks a usable {', '.join(wrong)}; it cannot be resumed.")
+    try:
+        settings = Settings.from_json(config["settings"])
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"polc: the settings in {run.path / 'run.json'} cannot be used ({e}).") from None
     task = load_task(config["task"], config["env"])
-    settings = Settings.from_json(config["settings"])
     if args.llm_timeout is not None:  # this invocation's limit; the run's settings stay as recorded
         try:
             settings = replace(settings, llm_timeout=args.llm_timeout)
@@ -142,6 +149,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
     from ..sandbox.process import SandboxUnavailable
     from .loop import Loop, RoundEnd, TaskError
     from .report import Progress
+    from .rundir import RunDirError
 
     try:
         run, task, settings, choice = _resumed_run(args) if args.resume else _new_run(args)
@@ -166,7 +174,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
         print(f"polc: interrupted; the round in progress will be redone: polc refine --resume {run.path}",
               file=sys.stderr)
         return 130
-    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError) as e:
+    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError) as e:
         return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
                      f"`polc refine --resume {run.path}`.")
     _finish(run, loop, notice, status, task)

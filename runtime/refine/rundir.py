@@ -50,8 +50,15 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """The JSON in `path`; `RunDirError` naming the file when it cannot be read or parsed."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (ValueError, RecursionError) as e:  # ValueError: JSON or UTF-8
+        reason = "nested too deeply" if isinstance(e, RecursionError) else "not valid JSON"
+        raise RunDirError(f"{path} is damaged ({reason}); it was changed after polc wrote it.") from None
+    except OSError as e:
+        raise RunDirError(f"cannot read {path}: {e.strerror or e}.") from None
 
 
 def default_name(task_dir: str | os.PathLike) -> str:
@@ -88,7 +95,8 @@ class RunDir:
         if not (p / "run.json").is_file():
             raise RunDirError(f"{p} is not a polc refine run directory (it has no run.json).")
         run = cls(p)
-        if run.config.get("format") != RUN_FORMAT:
+        config = run.config
+        if not isinstance(config, dict) or config.get("format") != RUN_FORMAT:
             raise RunDirError(f"{p / 'run.json'} is not a {RUN_FORMAT} file.")
         return run
 
@@ -149,7 +157,15 @@ class RunDir:
         write_atomic(self.path / "exchanges.jsonl", "".join(parts))
 
     def metrics(self, k: int) -> dict:
-        return read_json(self.round_dir(k) / "metrics.json")
+        """Round k's metrics; `RunDirError` when they are not what `finish_round` writes
+        (an object counting the round's LLM calls)."""
+        path = self.round_dir(k) / "metrics.json"
+        m = read_json(path)
+        calls = m.get("llm", {}).get("calls") if isinstance(m, dict) and isinstance(m.get("llm"), dict) else None
+        if isinstance(calls, bool) or not isinstance(calls, int):
+            raise RunDirError(f"{path} is not the metrics of a complete round (no count of LLM calls); "
+                              f"remove {self.round_dir(k) / 'done'} to run round {k} again.")
+        return m
 
     def _round_dirs(self) -> list[int]:
         return sorted(int(m.group(1)) for p in self.path.iterdir() if (m := _ROUND.match(p.name)))

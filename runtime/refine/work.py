@@ -6,6 +6,7 @@ the round state machine (loop.py) decides what happens next.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple, Optional, Sequence
@@ -53,8 +54,30 @@ class Settings:
 
     @classmethod
     def from_json(cls, data: dict) -> "Settings":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """Settings saved by `to_json` (unknown keys ignored); ValueError naming a value of the
+        wrong type (run.json is read back on --resume)."""
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            v, default = data[f.name], f.default
+            if default is None:  # Optional[int]
+                ok = v is None or (isinstance(v, int) and not isinstance(v, bool))
+            elif isinstance(default, bool):
+                ok = isinstance(v, bool)
+            elif isinstance(default, int):
+                ok = isinstance(v, int) and not isinstance(v, bool)
+            elif isinstance(default, float):
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+            else:
+                ok = isinstance(v, type(default))
+            if not ok:
+                want = ("an integer or null" if default is None else "true or false" if isinstance(default, bool)
+                        else "an integer" if isinstance(default, int) else "a number" if isinstance(default, float)
+                        else "a string")
+                raise ValueError(f"setting {f.name} is {json.dumps(v)[:40]}, not {want}")
+            values[f.name] = v
+        return cls(**values)
 
 
 # Fewer, shorter episodes and a short fit: the whole loop in about a minute. Returns of cut
