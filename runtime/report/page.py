@@ -1,8 +1,9 @@
 """The page itself: one HTML file with its style, its script and its pictures inside.
 
 Everything that comes from a file (a doc string, an analysis's output, a model's reply)
-goes through `esc`; the script is a constant of this module and reads its data only from
-escaped `data-` attributes, so no embedded text can close a tag or start a script.
+goes through `esc` (or Pygments' escaping, for highlighted source; polc.graph escapes its
+SVG's text); the script is a constant of this module and reads its data only from escaped
+`data-` attributes, so no embedded text can close a tag or start a script.
 
 Charts are plain SVG drawn here (`line_chart`): a handful of lines and points per chart
 needs no charting library, and a library embedded in every page would be most of its
