@@ -102,10 +102,15 @@ def _new_run(args: argparse.Namespace):
 
 
 def _verify_session(choice: Any, settings: Any) -> None:
-    import json
+    from .rundir import RunDirError, read_json
 
     meta_file = Path(choice.source) / "session.json"
-    recorded = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    try:
+        recorded = read_json(meta_file) if meta_file.is_file() else {}
+    except RunDirError as e:
+        raise UsageError(f"polc: {e}") from None
+    if not isinstance(recorded, dict):
+        raise UsageError(f"polc: {meta_file} is not a JSON object (the settings the session was recorded with).")
     mode = recorded.get("feedback", "analysis")
     if settings.feedback != mode:
         raise UsageError(f"polc: the scripted session in {choice.source} was recorded with --feedback {mode}; "
