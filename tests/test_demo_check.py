@@ -100,3 +100,15 @@ def test_strict_refuses_out_of_range_data_with_the_report(tmp_path):
     assert warning.startswith(f"'{table.path}' leaves the ranges the program declares in 1 column(s)")
     with pytest.raises(DemoRejected, match=r"action.push: 50 of 50 rows \(100.0%\) outside \[-1, 1\], by up to 1"):
         vet_demo(table, PROGRAM, strict=True)
+
+
+def test_non_finite_values_are_listed_by_column(tmp_path):
+    from polc.runtime.io.demo_check import non_finite_columns
+
+    vel = np.zeros(N, np.float32)
+    vel[[1, 4]] = [np.nan, np.inf]
+    gap = np.zeros((N, 2), np.float32)
+    gap[7, 1] = -np.inf
+    table = table_of(tmp_path, episode(0, vel=vel, gap=gap), episode(1))
+    assert non_finite_columns(table) == [("obs.gap", 1), ("obs.vel", 2)]
+    assert non_finite_columns(table_of(tmp_path, episode(2), name="ok.parquet")) == []

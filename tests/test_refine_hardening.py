@@ -166,3 +166,24 @@ def test_generate_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):
     assert main(["generate", str(task / "task.md"), "-o", str(out_file), "--llm-timeout", "0",
                  "--llm", f"manual:{session}"]) == 2
     assert "must be a positive number of seconds" in capsys.readouterr().err
+
+
+def test_a_demonstration_with_non_finite_values_is_a_task_error(task, tmp_path):
+    from polc.runtime.refine.loop import Loop, TaskError, load_task
+    from polc.runtime.refine.scripted import Choice
+
+    table = read_table(str(task / "demo.parquet"))
+    bad = tmp_path / "nan"
+    bad.mkdir()
+    for name in ("task.md", "initial.pol"):
+        (bad / name).write_bytes((task / name).read_bytes())
+    w = TableWriter(str(bad / "demo.parquet"), list(table.columns.values()), table.metadata)
+    episode = table.column("episode")
+    for e in np.unique(episode):
+        data = {name: table.column(name)[episode == e].copy() for name in table.columns}
+        data["obs.vel"][3] = np.nan
+        w.write_episode(data)
+    w.close()
+    with pytest.raises(TaskError, match=r"holds non-finite values: obs.vel in 3 of 150 rows; record it again"):
+        Loop(RunDir.create(tmp_path / "run", {}), load_task(str(bad)), FAST, Choice("fake:model", "fake"), FakeUI(),
+             backend=object())

@@ -12,5 +12,5 @@ import lazy_loader as lazy
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "table": ["ColumnSpec", "Table", "TableError", "TableWriter", "read_table", "step_columns"],
     "params": ["ParamsError", "checked_values", "load_params", "params_sha256", "read_params", "save_params", "structure_sha256"],
-    "demo_check": ["DemoRejected", "OutOfRange", "out_of_range", "partial_note", "range_report", "vet_demo"],
+    "demo_check": ["DemoRejected", "OutOfRange", "non_finite_columns", "out_of_range", "partial_note", "range_report", "vet_demo"],
 })

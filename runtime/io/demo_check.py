@@ -118,6 +118,19 @@ def range_report(found: Sequence[OutOfRange], rows: int, what: str = "the demons
     return "\n".join(lines)
 
 
+def non_finite_columns(table: Table, prefixes: Sequence[str] = ("obs", "action")) -> list[tuple[str, int]]:
+    """(column, rows) of every float column under `prefixes` holding NaN or infinite values:
+    data no structure can be fitted to, whatever it declares."""
+    found = []
+    for name, spec in table.columns.items():
+        if name.split(".", 1)[0] in prefixes and spec.dtype == "float32":
+            v = np.asarray(table.column(name), np.float64).reshape(table.num_rows, -1)
+            rows = int((~np.isfinite(v)).any(axis=1).sum())
+            if rows:
+                found.append((name, rows))
+    return found
+
+
 def vet_demo(table: Table, tp: TypedProgram, strict: bool = False) -> list[str]:
     """The warnings about `table` as a demonstration for `tp` (partial, out of range), one
     message each; under `strict`, a `DemoRejected` holding them all instead."""

@@ -126,7 +126,7 @@ class Loop:
 
     def __init__(self, run: RunDir, task: Task, settings: Settings, choice: Choice, ui: Any,
                  on_round: Optional[Callable[["Loop"], None]] = None, backend: Optional[Any] = None):
-        from ..io.demo_check import partial_note
+        from ..io.demo_check import non_finite_columns, partial_note
         from ..io.table import TableError, read_table
 
         self.run_dir, self.task, self.settings, self.choice, self.ui = run, task, settings, choice, ui
@@ -137,6 +137,11 @@ class Loop:
             self.demo = read_table(str(task.demo))
         except TableError as e:
             raise TaskError(f"the task's demonstration cannot be used: {e}.") from None
+        bad = non_finite_columns(self.demo)
+        if bad:  # no structure fits these rows: asking the model for another would not help
+            raise TaskError(f"the task's demonstration {task.demo} holds non-finite values: "
+                            + ", ".join(f"{name} in {rows} of {self.demo.num_rows} rows" for name, rows in bad)
+                            + "; record it again (polc demos).")
         partial = partial_note(self.demo)
         if partial:
             ui.notice(partial + "; every round is fitted to those episodes")
