@@ -92,3 +92,15 @@ def test_bad_perturb_values_are_usage_errors(tmp_path, capsys, text, message):
 def test_parse_perturb_names_only_some_actions():
     p = parse_perturb("steer=0.3, gas=0", ["steer", "gas", "brake"])
     assert dict(p.sigma) == {"steer": 0.3, "gas": 0.0}
+
+
+def test_car_racing_perturbs_only_the_named_actions(tmp_path, capsys):
+    path = str(tmp_path / "car.parquet")
+    code, _, err = polc(capsys, "demos", "car_racing", "--perturb", "steer=0.3", "-o", path, "-q")
+    assert code == 0 and "perturbed expert return" in err
+    t = read_table(path)
+    assert t.metadata["perturb"]["sigma"] == {"steer": 0.3}
+    steer, executed = t.column("action.steer"), t.column("executed.steer")
+    assert np.all(np.abs(executed) <= 1.0) and 0.2 < float(np.std(executed - steer)) < 0.4
+    for name in ("gas", "brake"):  # not named: executed as the expert chose
+        np.testing.assert_array_equal(t.column(f"executed.{name}"), t.column(f"action.{name}"))
