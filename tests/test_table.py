@@ -57,14 +57,27 @@ def test_round_trip_keeps_values_shapes_and_order(tmp_path):
     assert t.names("obs") == ["speed", "tiles"]
 
 
-def test_arrays_are_fixed_size_lists_flattened_row_major(tmp_path):
+def test_arrays_keep_their_shape_as_nested_fixed_size_lists(tmp_path):
     path = tmp_path / "t.parquet"
     e = episode(0, 2, 7)
     write(path, [e])
     raw = pq.read_table(str(path)).column("obs.tiles").combine_chunks()
-    assert pa.types.is_fixed_size_list(raw.type) and raw.type.list_size == 6
-    assert raw.type.value_type == pa.float32()
-    assert np.array_equal(np.asarray(raw[1].values), e["obs.tiles"][1].reshape(-1))
+    assert raw.type == pa.list_(pa.list_(pa.float32(), 2), 3)  # real[3, 2]
+    assert np.array_equal(np.asarray(raw[1].values.flatten()), e["obs.tiles"][1].reshape(-1))
+    assert raw[1].as_py() == e["obs.tiles"][1].tolist()
+
+
+def test_an_older_table_with_flattened_arrays_still_reads(tmp_path):
+    """Before the column table, an array was one flat fixed-size list, its shape in field metadata."""
+    path = str(tmp_path / "old.parquet")
+    tiles = np.arange(2 * 6, dtype=np.float32).reshape(2, 3, 2)
+    field = pa.field("obs.tiles", pa.list_(pa.float32(), 6), nullable=False,
+                     metadata={b"shape": b"[3, 2]", b"doc": b"null", b"lo": b'"-inf"', b"hi": b'"inf"'})
+    column = pa.FixedSizeListArray.from_arrays(pa.array(tiles.reshape(-1)), 6)
+    pq.write_table(pa.Table.from_arrays([column], schema=pa.schema([field])), path)
+    t = read_table(path)
+    assert t.columns["obs.tiles"].shape == (3, 2)
+    assert np.array_equal(t.column("obs.tiles"), tiles)
 
 
 def test_metadata_carries_run_description_docs_and_ranges(tmp_path):
@@ -84,7 +97,7 @@ def test_one_row_group_per_episode_without_dictionaries_and_byte_stream_split_fl
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [5, 4, 6]
     encodings = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).encodings
                  for i in range(meta.num_columns)}
-    assert "BYTE_STREAM_SPLIT" in encodings["obs.tiles.list.element"]
+    assert "BYTE_STREAM_SPLIT" in encodings["obs.tiles.list.element.list.element"]
     assert "BYTE_STREAM_SPLIT" in encodings["reward"]
     assert "BYTE_STREAM_SPLIT" not in encodings["terminated"]
     assert not any(meta.row_group(0).column(i).has_dictionary_page for i in range(meta.num_columns))
@@ -182,7 +195,7 @@ def flip_inside_a_data_page(path, column: str) -> None:
 def test_every_data_page_carries_a_checksum_and_a_damaged_page_is_refused(tmp_path):
     path = tmp_path / "t.parquet"
     write(path, [episode(0, 400, 7)])
-    flip_inside_a_data_page(path, "obs.tiles.list.element")
+    flip_inside_a_data_page(path, "obs.tiles.list.element.list.element")
     unchecked = pq.ParquetFile(str(path)).read()  # what reading without verification gives: no error
     assert unchecked.num_rows == 400
     with pytest.raises(TableError, match=rf"^'{path}' is damaged: a data page fails its checksum"):

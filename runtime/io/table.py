@@ -13,12 +13,21 @@ One row per environment step. Columns, in this order:
     reward    float32
     terminated, truncated  bool
 
-Real values are float32 (bool latents stay bool); an array value is a
-`fixed_size_list<float32>[size]` holding the array flattened row-major, and its
-shape is in the field's metadata. Every field's metadata also carries its doc
-string and range (`doc`, `lo`, `hi`, JSON-encoded) and the schema metadata
-`polc` holds a JSON object describing the run (policy source and sha256,
-params hash, environment id and version, seeds, polc version, ...).
+Real values are float32 (bool latents stay bool); an array value keeps its
+shape as nested fixed-size lists (`real[12, 4]` is
+`fixed_size_list<fixed_size_list<float32>[4]>[12]`), which polars reads as an
+`Array(Float32, shape=(12, 4))`, DuckDB as a nested list `FLOAT[][]` and pandas
+as nested arrays. The file-level
+metadata holds two JSON documents (docs/traces.md is their reference): `polc`,
+the run (policy source and sha256, params hash, environment id and version,
+seeds, polc version, ...), and `polc.columns`, the column table: for every
+column its name, kind, dtype, shape, doc string, declared range, the range
+`polc check` proved for it (latents and action means) and units. File-level
+metadata is what pyarrow, polars (`read_parquet_metadata`) and DuckDB
+(`parquet_kv_metadata`) all expose; each field's own Arrow metadata repeats
+shape, doc and range for older readers. Tables written before the column table
+existed (arrays as one flat fixed-size list, shape in the field metadata)
+still read.
 
 Writing (`TableWriter`) goes episode by episode, one Parquet row group per
 episode, into a hidden temporary file beside the target that is renamed to
@@ -59,6 +68,10 @@ DTYPES = {"float32": pa.float32(), "bool": pa.bool_(), "int32": pa.int32(), "int
 # Every data page carries a CRC-32 that `read_table` verifies: a damaged byte is refused, never fitted.
 WRITE_OPTIONS = dict(use_dictionary=False, compression="snappy", write_statistics=True, write_page_checksum=True)
 MAX_META_DEPTH = 64  # nesting of the polc metadata JSON; what polc writes nests a few levels
+COLUMNS_KEY = "polc.columns"  # the file-level column table (docs/traces.md)
+# Column kinds: a body column's prefix, or what a head/tail column is.
+KINDS = {"episode": "index", "step": "index", "seed": "index", "reward": "reward", "terminated": "end",
+         "truncated": "end"}
 
 
 class TableError(Exception):
@@ -73,17 +86,27 @@ class ColumnSpec:
     shape: tuple[int, ...] = ()
     dtype: str = "float32"  # a key of DTYPES
     doc: Optional[str] = None
-    lo: float = -math.inf
+    lo: float = -math.inf  # the declared range (the program's, else the environment's)
     hi: float = math.inf
+    proved: Optional[tuple[float, float]] = None  # the range the analysis proved (hull over elements)
+    units: Optional[str] = None
 
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
+    def kind(self) -> str:
+        """obs, latent, weight, mean, action, executed (a column's prefix); index, reward, end."""
+        prefix, dot, _ = self.name.partition(".")
+        return prefix if dot else KINDS.get(self.name, "other")
+
+    @property
     def arrow_type(self) -> pa.DataType:
-        base = DTYPES[self.dtype]
-        return pa.list_(base, self.size) if self.shape else base
+        t = DTYPES[self.dtype]
+        for n in reversed(self.shape):  # real[12, 4]: a list of 12 lists of 4
+            t = pa.list_(t, n)
+        return t
 
     def field(self) -> pa.Field:
         meta = {"shape": list(self.shape), "doc": self.doc, "lo": _num(self.lo), "hi": _num(self.hi)}
@@ -92,12 +115,24 @@ class ColumnSpec:
 
     def leaf_path(self) -> str:
         """The Parquet leaf column of this field (what writer options name)."""
-        return f"{self.name}.list.element" if self.shape else self.name
+        return self.name + ".list.element" * len(self.shape)
+
+    def describe(self) -> dict:
+        """This column's entry in the column table (`polc.columns`, docs/traces.md)."""
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "shape": list(self.shape),
+                "doc": self.doc, "range": [_bound_json(self.lo), _bound_json(self.hi)],
+                "proved": None if self.proved is None else [_bound_json(x) for x in self.proved],
+                "units": self.units}
 
 
 def _num(x: float) -> Any:
     """A float for JSON: infinities as strings (JSON has none)."""
     return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _bound_json(x: float) -> Optional[float]:
+    """A range end for the column table: a number, or null where the range is open."""
+    return float(x) if math.isfinite(x) else None
 
 
 def _float(x: Any) -> float:
@@ -122,7 +157,9 @@ def schema_of(columns: Sequence[ColumnSpec], metadata: Mapping[str, Any]) -> pa.
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise TableError(f"duplicate column names: {', '.join(dup)}")
-    return pa.schema([c.field() for c in columns], metadata={b"polc": json.dumps(metadata).encode()})
+    return pa.schema([c.field() for c in columns],
+                     metadata={b"polc": json.dumps(metadata).encode(),
+                               COLUMNS_KEY.encode(): json.dumps([c.describe() for c in columns]).encode()})
 
 
 def episode_table(columns: Sequence[ColumnSpec], schema: pa.Schema, data: Mapping[str, np.ndarray]) -> pa.Table:
@@ -137,10 +174,10 @@ def episode_table(columns: Sequence[ColumnSpec], schema: pa.Schema, data: Mappin
         a = np.asarray(data[c.name], dtype=np.dtype(c.dtype if c.dtype != "bool" else np.bool_))
         if a.shape != (n,) + c.shape:
             raise TableError(f'column "{c.name}" has shape {a.shape}, expected {(n,) + c.shape}')
-        if c.shape:
-            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), c.size))
-        else:
-            arrays.append(pa.array(a))
+        arr = pa.array(a.reshape(-1))
+        for size in reversed(c.shape):
+            arr = pa.FixedSizeListArray.from_arrays(arr, size)
+        arrays.append(arr)
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -258,20 +295,31 @@ def _spec_of(field: pa.Field) -> ColumnSpec:
     """The column spec of a field; ValueError saying what is wrong with its type or metadata."""
     meta = {k.decode(): _json(v, f"its {k.decode()!r} metadata") for k, v in (field.metadata or {}).items()
             if k.decode() in ("shape", "doc", "lo", "hi")}
-    t = field.type
-    if pa.types.is_fixed_size_list(t):
-        base, shape = t.value_type, meta.get("shape") or [t.list_size]
+    t, dims = field.type, []
+    while pa.types.is_fixed_size_list(t):  # nested: the shape itself; one level: maybe flattened
+        dims.append(t.list_size)
+        t = t.value_type
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        raise ValueError(f"it is a variable-length list ({field.type}); a step table's arrays have one size "
+                         f"per column")
+    base = t
+    if dims:
+        shape = meta.get("shape") or dims
         if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n > 0
                                                  for n in shape)):
             raise ValueError(f"its shape metadata {json.dumps(shape)[:60]} is not a list of positive sizes")
-        if math.prod(shape) != t.list_size:
-            raise ValueError(f"it holds {t.list_size} values per step but its metadata says shape {shape} "
+        flattened = len(dims) == 1 and len(shape) > 1  # an older table: the array flattened row-major
+        if flattened and math.prod(shape) != dims[0]:
+            raise ValueError(f"it holds {dims[0]} values per step but its metadata says shape {shape} "
                              f"({math.prod(shape)} values)")
+        if not flattened and list(shape) != dims:
+            if math.prod(shape) != math.prod(dims):
+                raise ValueError(f"it holds {math.prod(dims)} values per step but its metadata says shape {shape} "
+                                 f"({math.prod(shape)} values)")
+            raise ValueError(f"its values have shape {dims} per step but its metadata says shape {shape}")
         shape = tuple(shape)
-    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-        raise ValueError(f"it is a variable-length list ({t}); a step table's arrays have one size per column")
     else:
-        base, shape = t, ()
+        shape = ()
         if meta.get("shape") not in (None, []):
             raise ValueError(f"it holds one value per step but its metadata says shape {meta['shape']}")
     dtype = next((k for k, v in DTYPES.items() if v == base), None)
@@ -303,22 +351,64 @@ def _specs(path: str, arrow: pa.Table) -> dict[str, ColumnSpec]:
         except ValueError as e:
             raise TableError(f"'{path}': column \"{field.name}\" cannot be read: {e}") from None
         col = arrow.column(i)
-        nulls = col.null_count + sum(c.flatten().null_count for c in col.chunks if specs[field.name].shape)
+        nulls = col.null_count + sum(_leaves(c).null_count for c in col.chunks if specs[field.name].shape)
         if nulls:
             raise TableError(f"'{path}': column \"{field.name}\" has {nulls} missing (null) value(s); "
                              f"a step table has a value in every cell")
     return specs
 
 
+def _leaves(arr: pa.Array) -> pa.Array:
+    """The values of a (nested) fixed-size list array, row-major, respecting slices."""
+    while pa.types.is_fixed_size_list(arr.type):
+        arr = arr.flatten()
+    return arr
+
+
+def _with_column_table(path: str, specs: dict[str, ColumnSpec], raw: Optional[bytes]) -> dict[str, ColumnSpec]:
+    """Take doc, ranges, proved ranges and units from the file's column table when it has one."""
+    if raw is None:
+        return specs
+    try:
+        rows = _json(raw, f"its {COLUMNS_KEY} metadata")
+        if not (isinstance(rows, list) and all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                                               for r in rows)):
+            raise ValueError(f"its {COLUMNS_KEY} metadata is not a list of columns with names")
+        out = dict(specs)
+        for r in rows:
+            spec = specs.get(r["name"])
+            if spec is None:
+                continue  # a column not read (read_table(columns=...)) or dropped
+            lo, hi = _pair(r.get("range"), f'{r["name"]}\'s range', (-math.inf, math.inf))
+            proved = None if r.get("proved") is None else _pair(r["proved"], f'{r["name"]}\'s proved range',
+                                                                   (-math.inf, math.inf))
+            doc, units = r.get("doc"), r.get("units")
+            if not all(x is None or isinstance(x, str) for x in (doc, units)):
+                raise ValueError(f'the doc or units of {r["name"]} in its {COLUMNS_KEY} metadata is not a string')
+            out[r["name"]] = ColumnSpec(spec.name, spec.shape, spec.dtype, doc, lo, hi, proved, units)
+        return out
+    except ValueError as e:
+        raise TableError(f"'{path}': {e}") from None
+
+
+def _pair(value: Any, what: str, open_ends: tuple[float, float]) -> tuple[float, float]:
+    if value is None:
+        return open_ends
+    if not (isinstance(value, list) and len(value) == 2):
+        raise ValueError(f"{what} in its {COLUMNS_KEY} metadata is not [lo, hi]")
+    return tuple(end if x is None else _bound(x, what) for x, end in zip(value, open_ends))  # type: ignore
+
+
 class Table:
     """A step table read back: column specs, run metadata, and values as NumPy."""
 
-    def __init__(self, path: str, arrow: pa.Table, metadata: dict, complete: Optional[bool]):
+    def __init__(self, path: str, arrow: pa.Table, metadata: dict, complete: Optional[bool],
+                 column_table: Optional[bytes] = None):
         self.path = path
         self.arrow = arrow
         self.metadata = metadata
         self.complete = complete
-        self.columns = _specs(path, arrow)
+        self.columns = _with_column_table(path, _specs(path, arrow), column_table)
 
     @property
     def num_rows(self) -> int:
@@ -340,8 +430,7 @@ class Table:
             return np.zeros((0,) + spec.shape, np.dtype(spec.dtype))
         arr = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
         if spec.shape:
-            flat = arr.flatten().to_numpy(zero_copy_only=False)
-            return flat.reshape((len(arr),) + spec.shape)
+            return _leaves(arr).to_numpy(zero_copy_only=False).reshape((len(arr),) + spec.shape)
         return arr.to_numpy(zero_copy_only=False)
 
     @property
@@ -381,7 +470,7 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None) -> Table:
             raise ValueError("its polc.complete metadata is neither true nor false")
     except ValueError as e:
         raise TableError(f"'{path}': {e}") from None
-    return Table(path, arrow, metadata, complete)
+    return Table(path, arrow, metadata, complete, kv.get(COLUMNS_KEY.encode()))
 
 
 def _reason(e: Exception) -> str:

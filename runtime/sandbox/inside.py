@@ -363,7 +363,7 @@ def _harness(inputs: str, work: str, phase_fd: int) -> None:
     try:
         import pandas
 
-        df = pandas.read_parquet(os.path.join(inputs, "trace.parquet"))
+        df = _shaped(pandas.read_parquet(os.path.join(inputs, "trace.parquet")))
     except BaseException as e:  # noqa: BLE001 - reported, not the analysis's fault
         phase(kind="load", type=type(e).__name__, message=str(e))
     report_path = os.path.join(work, REPORT)
@@ -372,6 +372,19 @@ def _harness(inputs: str, work: str, phase_fd: int) -> None:
     phase(ready=True)
     os.close(phase_fd)
     _run_analysis(code, df, report_path)
+
+
+def _shaped(df):
+    """An array column of more than one axis (`obs.tiles`, real[12, 4]) is stored as nested
+    lists, which pandas reads as arrays of arrays; give each cell its shape instead (one
+    float array of (12, 4)), so `np.stack(df["obs.tiles"])` is the (n, 12, 4) the prompt shows."""
+    import numpy as np
+
+    for name in df.columns:
+        if len(df) and isinstance(df[name].iloc[0], np.ndarray) and df[name].iloc[0].dtype == object:
+            cells = np.array([np.array(cell.tolist()) for cell in df[name]])
+            df[name] = list(cells)
+    return df
 
 
 def _run_analysis(code, df, report_path: str) -> None:

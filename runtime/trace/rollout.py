@@ -92,6 +92,23 @@ def _segments(items: Sequence[tuple[str, tuple[int, ...], str]], start: int = 0)
     return tuple(out)
 
 
+def _proved_ranges(tp: TypedProgram) -> dict[str, tuple[float, float]]:
+    """Column -> the hull of the interval `polc check` proves, for latents and action means."""
+    from polc.analyze import analyze_program
+
+    intervals = analyze_program(tp).intervals
+    out = {}
+    for x in tp.latents:
+        if x.name in intervals:
+            iv = intervals[x.name]
+            out["latent." + x.name] = (float(np.min(iv.lo)), float(np.max(iv.hi)))
+    for a in tp.actions:  # the mean column is clipped to the declared range
+        iv = intervals.get(a.name + ".mean")
+        lo, hi = (-np.inf, np.inf) if iv is None else (float(np.min(iv.lo)), float(np.max(iv.hi)))
+        out["mean." + a.name] = (max(lo, a.lo), min(hi, a.hi))
+    return out
+
+
 class TraceLayout:
     """Where each value sits in the packed obs input and the packed output row,
     and the table columns it becomes."""
@@ -123,8 +140,10 @@ class TraceLayout:
 
     def columns(self) -> tuple[ColumnSpec, ...]:
         """Every column of a trace, with the doc and range the program declares
-        (the environment's for what the program leaves open or does not read)."""
+        (the environment's for what the program leaves open or does not read),
+        and for latents and action means the range the analysis proved."""
         tp = self.tp
+        proved = _proved_ranges(tp)
         decls = {**{"obs." + o.name: o for o in tp.obs}, **{"latent." + x.name: x for x in tp.latents},
                  **{"weight." + w.name: w for w in tp.weights},
                  **{"mean." + a.name: a for a in tp.actions}, **{"action." + a.name: a for a in tp.actions}}
@@ -136,7 +155,8 @@ class TraceLayout:
             lo, hi = getattr(d, "lo", -np.inf), getattr(d, "hi", np.inf)
             if f is not None and (d is None or (lo, hi) == (-np.inf, np.inf)):
                 lo, hi = f.lo, f.hi
-            body.append(ColumnSpec(s.column, s.shape, s.dtype, doc, lo, hi))
+            body.append(ColumnSpec(s.column, s.shape, s.dtype, doc, lo, hi, proved.get(s.column),
+                                   getattr(f, "units", None)))
         return step_columns(body)
 
     def unpack(self, rows: np.ndarray) -> dict[str, np.ndarray]:
