@@ -302,6 +302,14 @@ def _version(layout: Layout, kwargs: Mapping[str, Any]) -> str:
     return f"gymnasium {gym.__version__}, schema {hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
+def _portable(path: str) -> str:
+    """A path relative to the working directory when the file is below it (so that a
+    table shipped in a repository names it the same way from the repository's root)."""
+    full = os.path.abspath(path)
+    rel = os.path.relpath(full)
+    return full if rel.startswith("..") else rel
+
+
 def _find_env_toml(near: Optional[str]) -> Optional[str]:
     if not near:
         return None
@@ -346,7 +354,7 @@ def resolve(name: str, schema: Optional[str] = None, kwargs: Optional[Mapping[st
     # A schema file that names its env is itself a name get() resolves: tables made
     # with it (demos, traces) then name an env that polc fit and refine can remake.
     own = file is not None and file.env == env
-    schema_obj = EnvSchema(os.path.abspath(file.path) if own else env, env_id, _version(layout, make_kwargs), obs, actions)
+    schema_obj = EnvSchema(_portable(file.path) if own else env, env_id, _version(layout, make_kwargs), obs, actions)
     source = GymSource(env_id, tuple(sorted(make_kwargs.items())), layout, file.path if file else None)
     return GymEnvSpec(schema_obj, int(max_steps), no_expert, source=source)
 
