@@ -304,9 +304,9 @@ def _numbers(r: Round, metric: MetricView) -> str:
                               f"unseen seeds {ev.get('seeds', [])}"])
     if llm:
         rows.append(["LLM", f"{llm.get('calls', 0)} call(s), {llm.get('input_tokens', 0):,} input and "
-                            f"{llm.get('output_tokens', 0):,} output tokens, {llm.get('repairs', 0)} repair(s), "
-                            f"{llm.get('reply_retries', 0)} reply retr(ies), {llm.get('mismatches', 0)} prompt "
-                            f"difference(s) from a recording"])
+                            f"{llm.get('output_tokens', 0):,} output tokens; repairs {llm.get('repairs', 0)}, "
+                            f"reply retries {llm.get('reply_retries', 0)}, prompts differing from a recording "
+                            f"{llm.get('mismatches', 0)}"])
         if llm.get("cost") is not None:
             rows.append(["cost", str(llm["cost"])])
     rows.append(["resets", f"{m.get('resets', 0)} traced episode(s) given to the model (seeds "
