@@ -258,6 +258,16 @@ def test_the_page_of_a_trace_shows_its_columns_returns_and_latents(run_dir, brow
     assert f"{ret:.6g}" in text  # the episode's return
     assert browser.js("document.querySelectorAll('#latents svg.chart').length") >= 1
     assert browser.js("document.querySelectorAll('div.graph svg').length") == 1
+    # hovering a latent's plot at its left edge reads out step 0 and the value logged there
+    err = [c for c in table.columns if c == "latent.err"]
+    tip = browser.js("""(() => { const svg = [...document.querySelectorAll('#latents svg.chart')]
+          .find(s => s.textContent.includes('latent.err')); const b = svg.getBoundingClientRect();
+        const left = b.left + (+svg.dataset.left) * b.width / svg.viewBox.baseVal.width;
+        svg.dispatchEvent(new MouseEvent('mousemove', {clientX: left + 1, clientY: b.top + 80, bubbles: true}));
+        return document.getElementById('tip').textContent; })()""")
+    step, line = tip.split("\n")
+    assert step == "step 0" and line.startswith("trace (episode 0): ")
+    assert float(line.rsplit(" ", 1)[1]) == pytest.approx(float(table.column(err[0])[0]), rel=1e-3)
 
 
 def test_the_page_of_an_experiment_sets_table_1_beside_the_paper(browser, tmp_path):
