@@ -87,3 +87,8 @@ def raising_expert(obs: dict) -> dict:
 
 def forgetful_expert(obs: dict) -> dict:
     return {"pull": 0.0}
+
+
+def closeness(columns: dict) -> np.ndarray:
+    """A metric per step for the tests' [metric] table: how close the mass is to its target."""
+    return -np.abs(columns["obs.target"] - columns["obs.pos"])

@@ -6,6 +6,7 @@ behind flat Boxes with a schema file, every schema-file error, and user experts
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -193,3 +194,27 @@ def test_an_expert_from_a_file_and_the_spec_pickles(tmp_path, capsys):
     env = pickle.loads(pickle.dumps(spec)).make()
     obs, _ = env.reset(seed=1)
     assert set(obs) == {"pos", "vel", "target"} and env.step({"push": 1.0})[1] < 0
+
+
+def test_a_schema_file_sets_the_metric_and_the_solved_threshold(tmp_path, pol, capsys):
+    schema = tmp_path / "env.toml"
+    schema.write_text(SCHEMA.replace('[obs.pos]', 'solved_at = -0.05\n[metric]\nfunction = "gym_test_envs:closeness"\n'
+                                                  'reduce = "max"\nname = "closest approach"\n[obs.pos]', 1))
+    spec = resolve(str(schema))
+    assert spec.metric.key == "closest_approach" and spec.metric.reduce == "max" and spec.solved_at == -0.05
+    code, out, _ = polc(capsys, "eval", pol, "--env", str(schema), "--seeds", "2", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["metric"] == "closest_approach"
+    assert resolve(DICT_ENV).solved_at is None  # the test env registers no reward_threshold
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[metric]\nreduce = "median"\n', "reduce of [metric] must be sum, min, max or mean"),
+    ('[metric]\nfunction = "gym_test_envs:nothing"\n', 'the [metric] function "gym_test_envs:nothing" cannot be'),
+    ('[metric]\nweight = 1\n', 'unknown key "weight" in [metric]'),
+])
+def test_metric_table_errors(tmp_path, table, message):
+    schema = tmp_path / "env.toml"
+    schema.write_text(SCHEMA + table)
+    with pytest.raises(SchemaFileError, match=re.escape(message)):
+        resolve(str(schema))

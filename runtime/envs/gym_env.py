@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -29,6 +31,7 @@ import numpy as np
 
 from .errors import GymEnvError, NeedsSchema, SchemaFileError
 from .finite import FiniteActions
+from .metric import RETURN, Metric
 from .registry import EnvSpec, add_resolver
 from .schema import EnvSchema, Field
 from .schema_file import FieldEntry, SchemaFile, is_pol_name, read_schema_file, starter_toml
@@ -347,6 +350,7 @@ def resolve(name: str, schema: Optional[str] = None, kwargs: Optional[Mapping[st
     try:
         layout = layout_of(env_id, probe.observation_space, probe.action_space, file, env)
         limit = probe.spec.max_episode_steps if probe.spec is not None else None
+        threshold = probe.spec.reward_threshold if probe.spec is not None else None
     finally:
         probe.close()
     max_steps = (file.max_steps if file and file.max_steps else None) or limit or DEFAULT_MAX_STEPS
@@ -356,7 +360,28 @@ def resolve(name: str, schema: Optional[str] = None, kwargs: Optional[Mapping[st
     own = file is not None and file.env == env
     schema_obj = EnvSchema(_portable(file.path) if own else env, env_id, _version(layout, make_kwargs), obs, actions)
     source = GymSource(env_id, tuple(sorted(make_kwargs.items())), layout, file.path if file else None)
-    return GymEnvSpec(schema_obj, int(max_steps), no_expert, source=source)
+    metric = _metric_of(file) if file is not None and file.metric is not None else RETURN
+    solved_at = file.solved_at if file is not None and file.solved_at is not None else threshold
+    return GymEnvSpec(schema_obj, int(max_steps), no_expert, metric=metric, solved_at=solved_at, source=source)
+
+
+def _metric_of(file: SchemaFile) -> Metric:
+    """The schema file's [metric]: a module-level function of the step-table columns."""
+    m = file.metric
+    per_step = None
+    if "function" in m:
+        importable_from_cwd()
+        module, _, name = m["function"].rpartition(":")
+        try:
+            per_step = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise SchemaFileError(file.path, None, f'the [metric] function "{m["function"]}" cannot be loaded: '
+                                                   f"{type(e).__name__}: {e}") from None
+    name = m.get("name", m.get("function", "return"))
+    key = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_").lower() or "metric"
+    return Metric(name, key, bool(m.get("higher_is_better", True)),
+                  m.get("doc", f"{m.get('reduce', 'sum')} over the steps of {name}"), per_step,
+                  m.get("reduce", "sum"), m.get("unit", ""))
 
 
 def starter_file(env: str, kwargs: Optional[Mapping[str, Any]] = None) -> str:

@@ -31,7 +31,8 @@ from typing import Any, Optional
 from .errors import SchemaFileError
 
 FIELD_KEYS = ("index", "range", "doc", "unit")
-TOP_KEYS = ("env", "kwargs", "max_steps", "obs", "actions")
+TOP_KEYS = ("env", "kwargs", "max_steps", "solved_at", "metric", "obs", "actions")
+METRIC_KEYS = ("function", "name", "reduce", "higher_is_better", "doc", "unit")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class SchemaFile:
     obs: tuple[FieldEntry, ...] = ()
     actions: tuple[FieldEntry, ...] = ()
     text: str = ""
+    metric: Optional[dict] = None  # the [metric] table, checked: function, name, reduce, higher_is_better, ...
+    solved_at: Optional[float] = None
 
 
 def _pol_name_pattern() -> re.Pattern:
@@ -182,6 +185,11 @@ def read_schema_file(path: str) -> SchemaFile:
     max_steps = data.get("max_steps")
     if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1):
         raise SchemaFileError(path, lines.of("", "max_steps"), "max_steps must be a positive int")
+    metric = _metric(path, lines, data.get("metric"))
+    solved_at = data.get("solved_at")
+    if solved_at is not None and _number(solved_at) is None:
+        raise SchemaFileError(path, lines.of("", "solved_at"), "solved_at must be a number (the score at or above "
+                                                               "which an episode counts as solved)")
     out = {}
     for kind in ("obs", "actions"):
         tables = data.get(kind, {})
@@ -193,7 +201,29 @@ def read_schema_file(path: str) -> SchemaFile:
                                           "component (index = ...)")
     if not out["obs"]:
         raise SchemaFileError(path, None, "it declares no observations; add [obs.NAME] tables (index = ...)")
-    return SchemaFile(path, env, kwargs, max_steps, out["obs"], out["actions"], text)
+    return SchemaFile(path, env, kwargs, max_steps, out["obs"], out["actions"], text, metric,
+                      None if solved_at is None else float(solved_at))
+
+
+def _metric(path: str, lines: _Lines, value: Any) -> Optional[dict]:
+    """The [metric] table: `function = "module:fn"` (columns -> one value per step;
+    default: the reward), `reduce` (sum, min, max, mean), `higher_is_better`, `name`."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise SchemaFileError(path, lines.of("", "metric"), "metric must be a table ([metric] with function, reduce, "
+                                                            "higher_is_better, name)")
+    for key in value:
+        if key not in METRIC_KEYS:
+            raise SchemaFileError(path, lines.of("metric", key), f'unknown key "{key}" in [metric]; the keys are '
+                                                                 + ", ".join(METRIC_KEYS))
+    if "function" in value and (not isinstance(value["function"], str) or ":" not in value["function"]):
+        raise SchemaFileError(path, lines.of("metric", "function"), 'function of [metric] must be "module:function"')
+    if value.get("reduce", "sum") not in ("sum", "min", "max", "mean"):
+        raise SchemaFileError(path, lines.of("metric", "reduce"), "reduce of [metric] must be sum, min, max or mean")
+    if not isinstance(value.get("higher_is_better", True), bool):
+        raise SchemaFileError(path, lines.of("metric", "higher_is_better"), "higher_is_better must be true or false")
+    return dict(value)
 
 
 def _fmt(x: float) -> str:
