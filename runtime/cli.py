@@ -185,7 +185,8 @@ def guard(func):
             if isinstance(e, NonFiniteAction):
                 return fail(str(e) + ".")
             if isinstance(e, EnvError):
-                fail(str(e).rstrip(".") + ("." if "\n" not in str(e) else ""))
+                text = str(e)
+                fail(text if "\n" in text else text.rstrip(".") + ".")  # a starter file ends the message as is
                 return e.exit_code
             raise
 
