@@ -158,6 +158,18 @@ class Noise:
     dist_span: Span
 
 
+@dataclass(frozen=True)
+class Prior:
+    """A weight's prior, `~ family(args)` after its initial value: the family and
+    its arguments as written (`check` decides what they mean)."""
+
+    dist: str  # the name written after `~`, e.g. "normal"
+    args: tuple[Expr, ...]
+    kwargs: tuple[Kwarg, ...]
+    span: Span
+    dist_span: Span
+
+
 # ---- declarations -------------------------------------------------------------
 
 
@@ -188,6 +200,7 @@ class WeightDecl:
     doc: Optional[str]
     span: Span
     name_span: Span
+    prior: Optional[Prior] = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
 
-from . import ast, errors, typed as T
+from . import ast, errors, priors, typed as T
 from .diagnostics import Diagnostic, PolError, ice, source_lines
 from .errors import fmt_num
 from .typed import BOOL, REAL, Type
@@ -87,6 +87,15 @@ def _constraint_text(lo: float, hi: float) -> str:
     if hi < math.inf:
         return f"<= {fmt_num(hi)}"
     return "(none)"
+
+
+def _prior_suggestion(name: str, family: str, lo: float, hi: float) -> str:
+    """How to make a non-negative prior fit a weight whose constraint allows negative values."""
+    if hi <= 0:
+        return (f'"{name}" is never positive: give it `~ normal(mu, sigma)` (support: all reals), or declare '
+                f"`{name} : real >= 0` and subtract it where it is used.")
+    return (f"Declare `weight {name} : real >= 0` (and start above 0), or give it `~ normal(mu, sigma)`, "
+            "whose support is all reals.")
 
 
 class _Checker(ExprChecker):
@@ -203,7 +212,56 @@ class _Checker(ExprChecker):
                 self.error(errors.init_outside(d.init.span, d.name, x, _constraint_text(lo, hi),
                                                _inside(x, lo, hi)))
                 return None
-        return T.Weight(d.name, typ, lo, hi, value, d.doc, d.span)
+        prior = self.prior(d, lo, hi, _flat(value)) if d.prior is not None else None
+        return T.Weight(d.name, typ, lo, hi, value, d.doc, d.span, prior)
+
+    def prior(self, d: ast.WeightDecl, lo: float, hi: float, init: list[float]) -> Optional[T.Prior]:
+        """The weight's `~ family(args)`: a known family, numeric arguments, positive
+        scales, and a support that holds the initial value and every allowed value."""
+        p = d.prior
+        family = priors.FAMILIES.get(p.dist)
+        if family is None:
+            self.error(errors.unknown_prior(p.dist_span, p.dist, list(priors.FAMILIES)))
+            return None
+        given: dict[str, ast.Expr] = dict(zip(family.params, p.args))
+        for k in p.kwargs:
+            if k.name not in family.params:
+                self.error(errors.unknown_keyword(k.name_span, p.dist, k.name, family.params))
+                return None
+            if k.name in given:
+                self.error(errors.duplicate_keyword(k.name_span, p.dist, k.name))
+                return None
+            given[k.name] = k.value
+        if len(p.args) > len(family.params) or len(given) != len(family.params):
+            n = len(family.params)
+            self.error(errors.wrong_arity(p.span, p.dist, f"{errors.plural(n, 'argument')}, `"
+                                          + ", ".join(family.params) + "`",
+                                          len(p.args) + len(p.kwargs), f"Write it like `~ {family.example}`."))
+            return None
+        args = []
+        for name in family.params:
+            v = _const_value(given[name])
+            if not isinstance(v, float) or not math.isfinite(v):
+                self.error(errors.prior_not_constant(given[name].span, p.dist, name))
+                return None
+            if name in family.scales and v <= 0:
+                self.error(errors.prior_scale_not_positive(given[name].span, p.dist, name, v))
+                return None
+            args.append(v)
+        support = priors.support_text(p.dist)
+        # A constraint wholly outside the support is the constraint's fault (no start can
+        # fix it); else a start outside the support is named before the looser constraint.
+        outside = [x for x in init if not priors.in_support(p.dist, x)]
+        if outside and hi > family.support_lo:
+            self.error(errors.init_outside_prior(d.init.span, d.name, outside[0], p.dist, support,
+                                                 _prior_suggestion(d.name, p.dist, lo, hi)))
+            return None
+        if not priors.covers(p.dist, lo):
+            self.error(errors.prior_support(p.span, d.name, p.dist, support,
+                                            "unconstrained" if lo == -math.inf and hi == math.inf
+                                            else "constrained " + _constraint_text(lo, hi), _prior_suggestion(d.name, p.dist, lo, hi)))
+            return None
+        return T.Prior(p.dist, tuple(args), p.span)
 
     # ---- dependency order ------------------------------------------------------------------
 

@@ -17,13 +17,13 @@ import keyword
 import math
 from typing import Any, Mapping, Optional
 
-from . import transforms, typed as T
+from . import priors, transforms, typed as T
 from .diagnostics import ice, source_lines
 from .typed import TypedProgram
 
 # Names the generated module uses itself; a Pol name equal to one gets a trailing "_".
 _RESERVED = {"jax", "jnp", "params", "obs", "weights", "std", "key", "keys", "apply", "distribution",
-             "init_params", "constrain", "unconstrain", "SOURCE_SHA256", "_mlp", "_mlp_init"}
+             "init_params", "constrain", "unconstrain", "log_prior", "SOURCE_SHA256", "_mlp", "_mlp_init"}
 
 _HELPERS = '''
 def _mlp(p, inputs, activation, scalar):
@@ -311,6 +311,22 @@ def _weights_lines(tp: TypedProgram) -> list[str]:
     return lines
 
 
+def _prior_lines(tp: TypedProgram) -> list[str]:
+    """`log_prior(params)`, as `lower`'s: the declared priors' log density at the constrained
+    values (no Jacobian term), summed over every element."""
+    lines = ["def log_prior(params):",
+             '    """The sum of the weights\' declared log prior densities at constrain(params)."""',
+             "    weights = constrain(params)",
+             "    total = jnp.zeros((), jnp.float32)"]
+    for w in tp.weights:
+        if w.prior is not None:
+            x = f"weights[{w.name!r}]"
+            lines.append(f"    total = total + jnp.sum({priors.density_source(w.prior.family, w.prior.args, x)})"
+                         f"  # ~ {w.prior}")
+    lines.append("    return total")
+    return lines
+
+
 def _init_lines(tp: TypedProgram) -> list[str]:
     import numpy as np
 
@@ -388,7 +404,8 @@ def emit_python(tp: TypedProgram) -> str:
         "",
         f"SOURCE_SHA256 = {sha256(tp)!r}",
     ])
-    parts = [head, _HELPERS.strip("\n"), "\n".join(_weights_lines(tp)), "\n".join(_init_lines(tp)),
+    parts = [head, _HELPERS.strip("\n"), "\n".join(_weights_lines(tp)), "\n".join(_prior_lines(tp)),
+             "\n".join(_init_lines(tp)),
              "\n".join(_forward_lines(tp, pr)), _APPLY]
     return "\n\n\n".join(parts) + "\n"
 
@@ -466,7 +483,8 @@ def emit_json(tp: TypedProgram, intervals: Optional[Mapping[str, Any]] = None) -
         node("obs", o, range=_num([o.lo, o.hi]), reads=[])
     for w in tp.weights:
         node("weight", w, constraint=_num([w.lo, w.hi]), transform=transforms.kind(w.lo, w.hi),
-             init=_num(w.init), reads=[])
+             init=_num(w.init), reads=[],
+             prior=None if w.prior is None else {"family": w.prior.family, "args": list(w.prior.args)})
     for d in tp.nodes:
         reads = T.refs(d.expr)
         extra: dict = {}

@@ -257,9 +257,9 @@ def index_not_constant(span: Span) -> Diagnostic:
                 "Shapes are static in Pol; to select by a condition use `where(c, a, b)`.")
 
 
-def wrong_arity(span: Span, func: str, expected: str, found: int) -> Diagnostic:
+def wrong_arity(span: Span, func: str, expected: str, found: int, hint: Optional[str] = None) -> Diagnostic:
     return _err("E0206", "Semantic", span,
-                f"`{func}` takes {expected}, but {found} {'was' if found == 1 else 'were'} given.")
+                f"`{func}` takes {expected}, but {found} {'was' if found == 1 else 'were'} given.", hint)
 
 
 def unknown_keyword(span: Span, func: str, name: str, allowed: Sequence[str]) -> Diagnostic:
@@ -373,6 +373,44 @@ def range_on_bool(span: Span, name: str) -> Diagnostic:
     return _err("E0306", "Semantic", span, f'"{name}" is bool, so it cannot have a numeric range.',
                 f"State the intent about a real value, e.g. the latent the condition compares, "
                 f"or `latent {name}_f = if {name} then 1 else 0`.")
+
+
+def unknown_prior(span: Span, name: str, known: Sequence[str]) -> Diagnostic:
+    listing = "Prior families: " + ", ".join(f"`{k}`" for k in known) + "."
+    near = closest(name, known)
+    if near:
+        return _err("E0307", "Semantic", span, f'"{name}" is not a prior family. Did you mean "{near}"?', listing)
+    return _err("E0307", "Semantic", span, f'"{name}" is not a prior family.', listing)
+
+
+def prior_not_constant(span: Span, family: str, arg: str) -> Diagnostic:
+    return _err("E0308", "Semantic", span, f"The `{arg}` argument of the prior `{family}` must be a number.",
+                "Prior arguments are numeric constants, like `~ normal(0.3, 0.1)`; a prior is fixed "
+                "before fitting, so it cannot read an observation or another weight.")
+
+
+def prior_scale_not_positive(span: Span, family: str, arg: str, value: float) -> Diagnostic:
+    return _err("E0309", "Semantic", span,
+                f"The `{arg}` of the prior `{family}` must be positive, but it is {fmt_num(value)}.",
+                f"Give a positive `{arg}`, e.g. `1`; a wide prior is a large `{arg}`"
+                + (", a small `rate`." if arg == "rate" else "."))
+
+
+def prior_support(span: Span, name: str, family: str, support: str, constraint: str,
+                  suggestion: str) -> Diagnostic:
+    """The weight's constraint allows values outside the support of its prior; `constraint`
+    reads after "the weight is": "unconstrained" or "constrained >= -1"."""
+    return _err("E0310", "Semantic", span,
+                f'The prior `{family}` of weight "{name}" has support {support}, but the weight is '
+                f"{constraint}, so it can take values where the prior has no density.",
+                suggestion)
+
+
+def init_outside_prior(span: Span, name: str, value: float, family: str, support: str,
+                       suggestion: str) -> Diagnostic:
+    return _err("E0311", "Semantic", span,
+                f'The initial value {fmt_num(value)} of weight "{name}" is outside the support {support} '
+                f"of its prior `{family}`.", suggestion)
 
 
 # ---- E04xx: analysis and intents ---------------------------------------------------

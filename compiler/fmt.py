@@ -6,7 +6,8 @@ type-check can still be formatted. The rules:
 Declarations
   * Declarations stay in source order: people group them meaningfully. The one
     exception is `policy`, which is moved to the top (with its own comments).
-  * One declaration per line: `keyword name : type range = expr ~ noise "doc"`,
+  * One declaration per line: `keyword name : type range = expr ~ noise "doc"`
+    (a weight's `~ prior` sits where an action's `~ noise` does),
     one space on each side of `:`, `=` and `~`.
   * Alignment: within a *run* (consecutive declarations of the same keyword
     with no blank line between them; comment lines do not end a run), names are
@@ -111,7 +112,7 @@ class Brk:
 
 
 Piece = Union[str, Brk]
-_TAIL_RANK = -1  # before `~ noise`
+_TAIL_RANK = -1  # before `~ noise` (or a weight's `~ prior`)
 _DEPTH_STEP = 100  # one level of brackets outranks any operator inside it
 
 
@@ -273,8 +274,8 @@ def _parts(d: ast.Decl) -> _Parts:
         return _Parts(f"{kw} {d.name}", colon, doc=d.doc)
     value = d.init if isinstance(d, ast.WeightDecl) else d.expr
     rest: list[Piece] = ["= "] + _expr(value)
-    if isinstance(d, ast.ActionDecl) and d.noise is not None:
-        n = d.noise
+    n = d.noise if isinstance(d, ast.ActionDecl) else d.prior if isinstance(d, ast.WeightDecl) else None
+    if n is not None:  # an action's noise or a weight's prior
         rest += [Brk(_TAIL_RANK), f"~ {n.dist}("] + _args(n.args, n.kwargs, 1) + [")"]
     return _Parts(f"{kw} {d.name}", colon, rest, d.doc)
 

@@ -3,7 +3,8 @@ or as an SVG laid out here (no Graphviz binary needed).
 
 Nodes are the declared names, styled as in the paper's Figure 2: observations
 gray, weights orange, latents blue, actions green; each box shows the name and,
-smaller, its type (with the declared range or constraint); a doc string
+smaller, its type (with the declared range or constraint, and a weight's
+prior, `~ normal(0.3, 0.1)`); a doc string
 becomes the node's tooltip (`<title>` in SVG, `tooltip` in DOT). There is one
 edge per (reader, read) pair: a latent or action reads the names in its
 expression (`typed.refs`); an action also reads the names in its noise std,
@@ -79,6 +80,8 @@ def _label(d: Union[T.Obs, T.Weight, T.Latent, T.Action]) -> str:
     text = str(d.type)
     if isinstance(d, (T.Obs, T.Weight, T.Action)):
         text += _bounds(d.lo, d.hi)
+    if isinstance(d, T.Weight) and d.prior is not None:
+        text += f" ~ {d.prior}"
     if isinstance(d, (T.Latent, T.Action)):
         for m in T.mlps_in(d.expr):
             text += ", mlp(" + ", ".join(map(str, m.hidden)) + ")"

@@ -19,6 +19,14 @@ the clipped mean; `sample` clips the draw to the range again. `log_prob` is the
 density of the *unclipped* Gaussian (no point mass on the bounds): demonstrated
 actions lie inside the range, and the smooth density keeps the imitation
 gradient informative where a clipped (censored) likelihood would be flat.
+
+Priors. `log_prior(params)` is the sum over weights that declare a prior
+(`~ normal(0.3, 0.1)`) of its log density at the CONSTRAINED value, each element
+of an array weight counted once (`priors.log_density`). It has no Jacobian term
+of the constraint transform: maximising likelihood + log_prior in the
+unconstrained space finds the mode of the posterior of the constrained weights,
+as Stan's optimizer does by default (docs/language.md, "Priors"). Weights
+without a prior contribute 0.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import transforms, typed as T
+from . import priors, transforms, typed as T
 from .diagnostics import ice
 from .typed import TypedProgram
 
@@ -260,6 +268,7 @@ class CompiledPolicy(NamedTuple):
     distribution: Callable[[Params, Arrays], tuple[Arrays, Arrays, Arrays]]  # -> (mean, std, latents)
     sample: Callable[[Params, Arrays, jax.Array], tuple[Arrays, Arrays]]     # -> (actions, latents)
     log_prob: Callable[[Params, Arrays, Arrays], jax.Array]   # -> scalar
+    log_prior: Callable[[Params], jax.Array]                  # -> scalar: the declared priors' log density
     constrain: Callable[[Params], Arrays]                     # params -> weight values
     unconstrain: Callable[[dict], Params]                     # weight values (+ mlp params) -> params
     program: TypedProgram
@@ -338,12 +347,21 @@ def lower(tp: TypedProgram) -> CompiledPolicy:
             total = total + jnp.sum(-0.5 * jnp.square(z) - jnp.log(std[a.name]) - 0.5 * math.log(2 * math.pi))
         return total
 
+    def log_prior(params: Params) -> jax.Array:
+        values = constrain(params)
+        total = jnp.zeros((), jnp.float32)
+        for w in tp.weights:
+            if w.prior is not None:
+                total = total + jnp.sum(priors.log_density(w.prior.family, w.prior.args, values[w.name], jnp))
+        return total
+
     return CompiledPolicy(
         init=init,
         apply=jax.jit(apply),
         distribution=jax.jit(forward),
         sample=jax.jit(sample),
         log_prob=jax.jit(log_prob),
+        log_prior=jax.jit(log_prior),
         constrain=constrain,
         unconstrain=unconstrain,
         program=tp,

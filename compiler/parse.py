@@ -66,8 +66,8 @@ class _Builder(Transformer):
         return ast.ObsDecl(str(name), typ, rng, doc, self._s(meta), _tspan(self.file, name))
 
     def weight_decl(self, meta, c):
-        name, typ, rng, init, doc = c
-        return ast.WeightDecl(str(name), typ, rng, init, doc, self._s(meta), _tspan(self.file, name))
+        name, typ, rng, init, prior, doc = c
+        return ast.WeightDecl(str(name), typ, rng, init, doc, self._s(meta), _tspan(self.file, name), prior)
 
     def latent_decl(self, meta, c):
         name, typ, expr, doc = c
@@ -113,6 +113,11 @@ class _Builder(Transformer):
         name, args = c
         pos, kw = args if args is not None else ((), ())
         return ast.Noise(str(name), pos, kw, self._s(meta), _tspan(self.file, name))
+
+    def prior(self, meta, c):
+        name, args = c
+        pos, kw = args if args is not None else ((), ())
+        return ast.Prior(str(name), pos, kw, self._s(meta), _tspan(self.file, name))
 
     # intents
     def claim_mono(self, meta, c):

@@ -165,6 +165,12 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "action a : real = 1 ~",
         "action a : real = 1 ~ normal",
     ],
+    "A weight's prior follows its initial value, like `weight k : real >= 0 = 0.5 ~ normal(0.5, 0.1)`.": [
+        "weight k : real >= 0 ~ normal(0.5, 0.1) = 0.5",
+        "weight k : real ~ normal(0, 1) = 0.5",
+        "weight k : real = 0.5 ~",
+        "weight k : real = 0.5 ~ normal",
+    ],
     "Keyword arguments come after the positional ones, like `mlp(x, y; hidden = [64, 64])`.": [
         "latent a = f(hidden = 1, x)",
         "latent a = f(x; y)",

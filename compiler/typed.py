@@ -168,9 +168,23 @@ class Obs:
 
 
 @dataclass(frozen=True)
+class Prior:
+    """A weight's prior: a family of `priors.FAMILIES` and its arguments in that
+    family's positional order, one scalar prior for every element of the weight."""
+
+    family: str
+    args: tuple[float, ...]
+    span: Span
+
+    def __str__(self) -> str:
+        return self.family + "(" + ", ".join(f"{a:g}" for a in self.args) + ")"
+
+
+@dataclass(frozen=True)
 class Weight:
     """A trainable weight. `lo`/`hi` are its constraint (+-inf when open);
-    `init` is the constrained initial value as nested tuples of floats of `type.shape`."""
+    `init` is the constrained initial value as nested tuples of floats of `type.shape`;
+    `prior` is its declared prior, or None."""
 
     name: str
     type: Type
@@ -179,6 +193,7 @@ class Weight:
     init: Union[float, tuple]
     doc: Optional[str]
     span: Span
+    prior: Optional[Prior] = None
 
 
 @dataclass(frozen=True)
