@@ -118,6 +118,18 @@ def test_user_code_runs_in_the_sandbox(files, capsys):
     assert code == 0 and out == "rows 100 episodes 2\n" and err == ""
 
 
+def test_on_a_terminal_the_output_is_framed_as_the_analysis_s(files, capsys, monkeypatch):
+    """A line the analysis prints as polc's own reads as the analysis's on a terminal."""
+    import sys
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    code, out, err = run_code(files, capsys, "def analyze(df):\n    print('polc: the sandbox is broken')\n")
+    assert code == 0 and err == ""
+    assert out == ("--- output of my_checks.py (the analysis's words, not polc's) ---\n"
+                   "polc: the sandbox is broken\n"
+                   "--- end of the output of my_checks.py ---\n")
+
+
 def test_failing_user_code_exits_1_with_its_sentence(files, capsys):
     code, out, err = run_code(files, capsys, "def analyze(df):\n    return df['latent.nope']\n")
     assert code == 1 and "KeyError: 'latent.nope'" in out

@@ -96,11 +96,23 @@ def _user_code(args: argparse.Namespace) -> int:
         result = run_analysis(code, args.trace)
     except SandboxUnavailable as e:
         raise _Bad(str(e)) from None
-    sys.stdout.write(result.output)
+    _write_output(result.output, os.path.basename(args.code))
     if not result.ok:
         print(f"polc: {result.error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_output(output: str, name: str) -> None:
+    """The analysis's output, to standard output. On a terminal it is framed as the
+    analysis's, so a line it prints as "polc: ..." never reads as polc's own; piped, it is
+    passed on unchanged for scripts."""
+    if not sys.stdout.isatty():
+        sys.stdout.write(output)
+        return
+    print(f"--- output of {name} (the analysis's words, not polc's) ---")
+    sys.stdout.write(output if not output or output.endswith("\n") else output + "\n")
+    print(f"--- end of the output of {name} ---")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
