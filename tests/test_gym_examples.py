@@ -1,7 +1,7 @@
-"""The stock-task examples (examples/pendulum, mountain_car, lunar_lander): each
-structure and its MLP baseline check against the gymnasium env, a short demo from
-the example's expert, a fit and a 3-seed eval run through polc. The 100-seed
-numbers are in each README, with the commands that produced them."""
+"""The stock-task examples (examples/pendulum, mountain_car, lunar_lander,
+double_pendulum): each structure and its MLP baseline check against the gymnasium
+env, a short demo from the example's expert, a fit and a 3-seed eval run through
+polc. The 100-seed numbers are in each README, with the commands that produced them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from toy_cli import polc
 
 ROOT = Path(__file__).resolve().parent.parent / "examples"
-TASKS = ["pendulum", "mountain_car", "lunar_lander"]
+TASKS = ["pendulum", "mountain_car", "lunar_lander", "double_pendulum"]
 
 
 @pytest.mark.parametrize("task", TASKS)
