@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .envs.cli import register as add_envs  # polc schema, polc init-task: a task on any gymnasium env
 from .diagnostics.cli import register as add_analyze  # polc analyze: built-in diagnostics, or your own code
 from .experiment.cli import register as add_experiment  # polc experiment: Table 1 / Figure 5 in one command
 from .il.cli import register as add_fit  # polc fit: imitation learning
@@ -19,12 +18,13 @@ from .refine.cli import register as add_refine  # polc generate, polc refine: th
 from .report.cli import register as add_report  # polc report: one web page of a run, an experiment or a trace
 from .rl.cli import register as add_rl  # polc rl: reinforcement learning from fitted params
 from .trace.cli import register as add_trace  # polc demos, polc rollout, polc eval
+from .trace.task_cli import register as add_task  # polc schema, polc init-task: a task on any gymnasium env
 
 
 def register(sub: Any) -> None:
     """Add every runtime command to the `polc` subcommands, in the order `polc --help` lists them."""
     add_trace(sub)  # demos
-    add_envs(sub)
+    add_task(sub)
     add_fit(sub)
     add_plot(sub)
     add_analyze(sub)

@@ -12,16 +12,18 @@ never overwrites a file: it stops, naming the one already there.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any, Optional
 
 from .. import cli as rc
 from ..cli import UsageError
 
+# In the trace part, not beside the environments: registering a command must not import
+# polc.runtime.envs (gymnasium, numpy), and every polc call registers every command.
+
 
 def _spec(env: str, schema: Optional[str], kwargs: Optional[dict]):
-    from . import gym_env
+    from ..envs import gym_env
 
     if gym_env.is_gym_name(env):
         if schema is not None and not env.startswith(gym_env.PREFIX):
@@ -43,11 +45,11 @@ def _write(path: Optional[str], text: str) -> None:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from .starter import starter_pol
+    from ..envs.starter import starter_pol
 
     kwargs = rc.parse_env_kwargs(args.env_kwargs)
     if args.toml:
-        from . import gym_env
+        from ..envs import gym_env
 
         if not args.target.startswith(gym_env.PREFIX) or args.schema is not None:
             raise UsageError("polc: --toml writes the starter schema file of a gym:ID env (without --schema).")
@@ -72,9 +74,9 @@ def _toml_value(key: str, value: Any) -> str:
 def cmd_init_task(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from . import gym_env
-    from .schema_file import read_schema_file
-    from .starter import starter_pol, task_md
+    from ..envs import gym_env
+    from ..envs.schema_file import read_schema_file
+    from ..envs.starter import starter_pol, task_md
 
     env = args.target
     if not env.startswith(gym_env.PREFIX):
