@@ -87,7 +87,7 @@ class Row:
     stage: str                  # "demo" | "IL" | "RL"
     demos: int                  # demonstrations used
     llm_calls: int
-    resets: int                 # training and refinement episodes (not evaluation)
+    resets: int                 # training and refinement episodes (not evaluation); per training run
     mean: float                 # the metric with the policy's mean actions (the expert: its own actions)
     std: float                  # over the tracks; for an RL row of several training seeds, across the seeds' means
     sampled_mean: Optional[float] = None  # the metric with sampled actions (the policy's declared noise)
@@ -99,7 +99,8 @@ class Row:
     sampled_success_rate: Optional[float] = None
     training_seeds: int = 1     # RL rows: training seeds pooled in this row
     seed_means: list = field(default_factory=list)  # RL rows: each training seed's mean over the tracks
-    params: Optional[str] = None  # the params file, relative to the output directory
+    params: Optional[str] = None  # the params file, relative to the output directory (an RL row: training
+    #                               seed 0's; seed k's are rl/<key>/seed<k>/<budget>.params)
     note: str = ""
 
     def to_json(self) -> dict:
