@@ -198,13 +198,15 @@ def test_an_expert_from_a_file_and_the_spec_pickles(tmp_path, capsys):
 
 def test_a_schema_file_sets_the_metric_and_the_solved_threshold(tmp_path, pol, capsys):
     schema = tmp_path / "env.toml"
-    schema.write_text(SCHEMA.replace('[obs.pos]', 'solved_at = -0.05\n[metric]\nfunction = "gym_test_envs:closeness"\n'
+    schema.write_text(SCHEMA.replace('[obs.pos]', 'solved_at = -0.05\nmax_steps = 25\n[metric]\nfunction = "gym_test_envs:closeness"\n'
                                                   'reduce = "max"\nname = "closest approach"\n[obs.pos]', 1))
     spec = resolve(str(schema))
     assert spec.metric.key == "closest_approach" and spec.metric.reduce == "max" and spec.solved_at == -0.05
+    assert spec.max_steps == 25  # the file's episode limit replaces the id's 40
     code, out, _ = polc(capsys, "eval", pol, "--env", str(schema), "--seeds", "2", "--json")
     result = json.loads(out)
     assert code == 0 and result["metric"] == "closest_approach"
+    assert [r["steps"] for r in result["per_seed"]] == [25, 25]
     assert resolve(DICT_ENV).solved_at is None  # the test env registers no reward_threshold
 
 
