@@ -4,7 +4,9 @@ environments at once with ONE batched policy call per step.
 The jitted step takes the observations of every environment packed in one
 (N, O) float32 array (`TraceLayout.pack_obs`, as rollouts do) and returns one
 (N, 2A + 1) array: [draws (A), executed actions (A), log-density]. A draw is
-mean + std * noise, the Gaussian sample BEFORE clipping to the action's range;
+mean + std * noise with std = max(policy std, min_std) * std_scale (the floor and
+the annealing scale of `RLConfig`; 0 and 1 sample the policy's own noise), the
+Gaussian sample BEFORE clipping to the action's range;
 the environment executes the clipped draw and the log-density is that of the
 draw (`policy.log_prob`, the unclipped Gaussian). Clipping is then part of the
 environment, so the score function of the draw is exact; the log-density of

@@ -29,7 +29,9 @@ Robustness beyond the paper (each measured with its ablation in docs/results/rl.
                    before training and every `val_every` updates, and rl.params holds
                    the best of them (last.params the last); the log says which update;
     anneal         over the last `anneal` share of the updates the sampling std is
-                   scaled linearly from 1 down to ANNEAL_END.
+                   scaled linearly from 1 down to ANNEAL_END. The schedule follows the
+                   budget (`resets`): a run resumed with a larger budget anneals again
+                   at its new end, so leave it off for runs that grow in steps.
 
 Resets. Every environment episode used for training is one reset, as in the
 paper's Table 1 (final evaluation is not counted). An update uses exactly
