@@ -8,10 +8,18 @@ within 1% of the truth (the sampling error), so the tolerance is about the
 optimiser converging. The gains keep the pushes inside [-1, 1]: the likelihood
 is that of the unclipped Gaussian (see `polc.lower`), so clipped samples would
 pull the estimate (a few percent at kp = 1.2, where 0.4% of pushes clip).
+Those recovery tests fit by maximum likelihood (`prior_scale=inf`): the default pull
+toward the declared weights would hold them back from the truth on purpose.
+
+MAP: a weight the demonstration never excites goes to its prior's mode while the
+identified ones keep their data values; `prior_scale` holds prior-less weights near
+their declared values. The closed-loop check scores the declared and the fitted
+weights on training seeds and warns when the fit is worse.
 """
 
 from __future__ import annotations
 
+import json
 import math
 
 import jax
@@ -20,6 +28,9 @@ import pytest
 
 import polc
 from polc.runtime.envs import toy
+from polc.cli import main
+from polc.runtime.envs import registry
+from polc.runtime.il.closed_loop import closed_loop_check, training_seeds
 from polc.runtime.il.train import Demos, FitConfig, FitError, fit, load_demos, split
 from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, rollout
 from polc.runtime.io.table import TableWriter, read_table
@@ -27,7 +38,7 @@ from polc.runtime.io.table import TableWriter, read_table
 TRUE = {"kp": 0.8, "kd": 0.6, "s": 0.1}
 # The defaults except for fewer restarts: an aggressive learning rate with early
 # stopping on a noisy validation loss stops a few percent short of the optimum.
-FAST = FitConfig(batch_size=512, restarts=1)
+FAST = FitConfig(batch_size=512, restarts=1, prior_scale=math.inf)
 
 
 def compiled(src: str):
@@ -52,7 +63,7 @@ def demos(demo_path) -> Demos:
 
 def test_fitting_recovers_the_weights_that_generated_the_demonstration(demos):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
-    result = fit(policy, demos, FitConfig(restarts=2))
+    result = fit(policy, demos, FitConfig(restarts=2, prior_scale=math.inf))
     w = {k: float(v) for k, v in policy.constrain(result.params).items()}
     assert w["kp"] == pytest.approx(TRUE["kp"], rel=0.03)
     assert w["kd"] == pytest.approx(TRUE["kd"], rel=0.03)
@@ -123,3 +134,73 @@ def test_demonstration_missing_a_column_names_it(demo_path):
                        .replace("kd * vel", "kd * velocity")).program
     with pytest.raises(FitError, match=r'no column "obs.velocity" \(the table has obs columns: pos, vel, '):
         load_demos(read_table(demo_path), program)
+
+
+# A push toward the target when more than 2 away: the demonstrations never are
+# (|target - pos| <= 1.2), so the data say nothing about k_far.
+FAR = "action push : real in [-1, 1] = kp * err - kd * vel + k_far * relu(abs(err) - 2) * sign(err)"
+
+
+def _with_far(prior: str, kp_prior: str = "") -> str:
+    src = toy.reach_policy(kp=0.3, kd=0.1, std=0.5).replace(
+        "action push : real in [-1, 1] = kp * err - kd * vel", FAR)
+    src = src.replace('weight kp : real >= 0 = 0.3', f"weight kp : real >= 0 = 0.3 {kp_prior}")
+    return src + f'weight k_far : real = 1.0 {prior} "push when far from the target"\n'
+
+
+def test_map_pulls_an_unexcited_weight_to_its_prior_and_keeps_the_identified_ones(demos):
+    config = FitConfig(batch_size=512, restarts=1, prior_scale=math.inf)
+    # A weak, off-centre prior on kp (sd 1 around 0.5) hardly moves it from the data's 0.8.
+    policy = compiled(_with_far("~ normal(0.2, 0.1)", "~ normal(0.5, 1)"))
+    w = {k: float(v) for k, v in policy.constrain(fit(policy, demos, config).params).items()}
+    assert w["k_far"] == pytest.approx(0.2, abs=0.01)
+    assert w["kp"] == pytest.approx(TRUE["kp"], rel=0.03) and w["kd"] == pytest.approx(TRUE["kd"], rel=0.03)
+    # Without the prior the data leave k_far where it started: its gradient is zero.
+    plain = compiled(_with_far(""))
+    assert float(plain.constrain(fit(plain, demos, config).params)["k_far"]) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_prior_scale_holds_mean_weights_near_their_declared_values_but_not_the_noise_std(demos):
+    policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
+    result = fit(policy, demos, FitConfig(batch_size=512, restarts=1, prior_scale=0.01))
+    w = {k: float(v) for k, v in policy.constrain(result.params).items()}
+    # (maximum likelihood gives 0.8 and 0.6: see the first test)
+    assert w["kp"] == pytest.approx(0.3, rel=0.1) and w["kd"] == pytest.approx(0.1, rel=0.1)
+    # s is read only by the noise std: fitted to the residuals (larger than 0.1, the means being off).
+    assert 0.1 < w["s"] < 0.5
+    assert result.priors == {"declared": {}, "pulled": ["kp", "kd"], "prior_scale": 0.01}
+    assert result.info()["priors"]["pulled"] == ["kp", "kd"]
+    assert fit(policy, demos, FAST).info()["config"]["prior_scale"] is None  # inf is not JSON
+
+
+def test_closed_loop_check_scores_declared_and_fitted_weights_on_training_seeds(demos):
+    # Declared: the expert's gains; the demonstration came from weaker ones, which the fit copies.
+    policy = compiled(toy.reach_policy())
+    result = fit(policy, demos, FAST)
+    seeds = training_seeds(toy.SPEC, 3, exclude=[0, 2])
+    assert seeds == [1, 3, 4] and all(s in toy.SPEC.demo_seeds for s in seeds)
+    check = closed_loop_check(policy, result.params, toy.SPEC, seeds)
+    assert check.seeds == (1, 3, 4) and check.metric == "return" and check.declared.shape == (3,)
+    assert check.fitted_mean < check.declared_mean and check.worse
+    assert check.warning().startswith("warning: fitting made the policy worse in closed loop (return ")
+    again = closed_loop_check(policy, policy.init(jax.random.PRNGKey(0)), toy.SPEC, seeds)
+    assert not again.worse and again.fitted_mean == pytest.approx(again.declared_mean)
+
+
+def test_polc_fit_warns_when_the_fit_is_worse_in_closed_loop(demo_path, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(registry._REGISTRY, toy.NAME, toy.SPEC)
+    pol, out = tmp_path / "reach.pol", tmp_path / "fit.params"
+    pol.write_text(toy.reach_policy())
+    args = ["fit", str(pol), "--demos", demo_path, "-o", str(out), "--restarts", "1", "--epochs", "200",
+            "--prior-scale", "inf", "-q"]
+    assert main(args + ["--env", "toy_reach", "--check-episodes", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "closed loop on 2 training seeds (0..1): return " in err
+    assert "warning: fitting made the policy worse in closed loop" in err
+    record = json.loads(out.read_text())["fit"]["closed_loop"]
+    assert record["seeds"] == [0, 1] and record["worse"] and record["fitted"] < record["declared"]
+    # The test demonstration names no environment: without --env the check is skipped, saying so.
+    assert main(args) == 0
+    assert "closed-loop check skipped: the demonstration names no environment" in capsys.readouterr().err
+    assert main(args + ["--check-episodes", "0"]) == 0
+    assert "closed" not in capsys.readouterr().err

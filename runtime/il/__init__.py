@@ -2,7 +2,10 @@
 out as the RL learner is (`polc.runtime.rl`):
 
     losses.py   the objective: Gaussian negative log-likelihood of the demonstrated actions
+                plus the negative log prior (MAP)
     train.py    FitConfig, the fit loop with restarts and early stopping, FitResult
+    closed_loop.py  the declared and the fitted weights scored in closed loop on training seeds
+    defaults.py the command line's defaults (prior scale, closed-loop episodes), import-free
     cli.py      the `polc fit` command
 
 Names are loaded on first use (the CLI imports the package on every call; jax waits for a fit).
@@ -11,6 +14,8 @@ Names are loaded on first use (the CLI imports the package on every call; jax wa
 import lazy_loader as lazy
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
-    "losses": ["Batch", "batch_loss", "per_step_loss"],
+    "closed_loop": ["ClosedLoop", "closed_loop_check", "training_seeds"],
+    "losses": ["Batch", "batch_loss", "neg_log_prior", "objective", "per_step_loss"],
+    "defaults": ["CHECK_EPISODES", "PRIOR_SCALE"],
     "train": ["Demos", "FitConfig", "FitError", "FitResult", "RestartResult", "fit", "load_demos"],
 })

@@ -5,14 +5,26 @@ negative log-likelihood (the paper's choice: the std is fitted too); actions
 without noise contribute the squared error of their mean. Both are per step,
 summed over actions and their elements, so `per_step_loss` gives one number per
 demonstration row and a batch loss is its (weighted) mean.
+
+MAP fitting adds the negative log prior (`neg_log_prior`): the weights' declared
+priors (`policy.log_prior`, no Jacobian term: see `polc.lower`) and, for every
+weight that declares none, a Gaussian pull toward its declared value in the
+unconstrained space, `(u - u_declared)^2 / (2 S^2)` with S the `prior_scale`
+(S = inf: none; weights that only a noise std reads are not pulled). The objective of `n` demonstration rows is
+`sum of per-step losses + neg_log_prior`; `objective` returns it divided by `n`,
+so it reads on the scale of a mean per-step loss, and a prior's weight against
+the data is that of one more row per `n`, whatever the batch size.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from polc import typed as T
 
 Arrays = dict[str, jax.Array]
 
@@ -59,3 +71,58 @@ def batch_loss(policy) -> Callable[[dict, Batch], jax.Array]:
             jnp.sum(batch.weight), 1.0)
 
     return loss
+
+
+def mean_weights(tp) -> set[str]:
+    """The weights some action's mean depends on (through latents and other actions);
+    a weight outside it is read only by noise stds."""
+    nodes = {n.name: n for n in tp.nodes}
+    seen: set[str] = set()
+    todo = [a.name for a in tp.actions]
+    while todo:
+        name = todo.pop()
+        for r in T.refs(nodes[name].expr) - seen:
+            seen.add(r)
+            if r in nodes:
+                todo.append(r)
+    return {w.name for w in tp.weights} & seen
+
+
+def regularised(policy, prior_scale: float) -> tuple[str, ...]:
+    """The weights that `neg_log_prior` pulls toward their declared value: those
+    without a prior of their own that some action's mean reads, when `prior_scale`
+    is finite. A weight only a noise std reads is not pulled: the demonstration's
+    residuals identify it, and it never moves the mean action."""
+    if not math.isfinite(prior_scale):
+        return ()
+    means = mean_weights(policy.program)
+    return tuple(w.name for w in policy.program.weights if w.prior is None and w.name in means)
+
+
+def neg_log_prior(policy, prior_scale: float) -> Callable[[dict], jax.Array]:
+    """params -> -(log prior): the declared priors plus the pull of `regularised`
+    weights toward their declared unconstrained values (see the module docstring)."""
+    pulled = regularised(policy, prior_scale)
+    declared = policy.init(jax.random.PRNGKey(0))  # weights' entries are the declared values, key-independent
+    centre = {name: declared[name] for name in pulled}
+    has_priors = any(w.prior is not None for w in policy.program.weights)
+
+    def penalty(params) -> jax.Array:
+        total = -policy.log_prior(params) if has_priors else jnp.zeros((), jnp.float32)
+        for name in pulled:
+            total = total + 0.5 * jnp.sum(jnp.square((params[name] - centre[name]) / prior_scale))
+        return total
+
+    return penalty
+
+
+def objective(policy, prior_scale: float, n_rows: int) -> Callable[[dict, Batch], jax.Array]:
+    """(params, batch) -> batch mean loss + neg_log_prior(params) / n_rows: the MAP
+    objective of `n_rows` demonstration rows on the mean-loss scale."""
+    loss = batch_loss(policy)
+    prior = neg_log_prior(policy, prior_scale)
+
+    def value(params, batch: Batch) -> jax.Array:
+        return loss(params, batch) + prior(params) / n_rows
+
+    return value

@@ -5,7 +5,12 @@
     save_params("fit.params", policy, result.params, result.info())
 
 The loss is `losses.batch_loss` (Gaussian NLL for noisy actions, squared
-error otherwise). Weights are optimised in their UNCONSTRAINED space (the
+error otherwise) plus the negative log prior over the number of training rows
+(`losses.objective`: maximum a posteriori, MAP). The prior is each weight's
+declared `~ prior` and, for a weight without one, a Gaussian pull toward its
+declared value of std `prior_scale` in the unconstrained space (inf: none,
+which is maximum likelihood for that weight). The validation loss is the same
+objective on the held-out rows. Weights are optimised in their UNCONSTRAINED space (the
 params `policy.init` makes), so every constraint holds at every step by
 construction. Adam over shuffled minibatches (learning rate 1e-2 for the
 named weights, 1e-3 for mlp blocks), one jitted `lax.scan` per epoch; a random
@@ -30,8 +35,11 @@ import numpy as np
 
 from polc import typed as T
 
-from .losses import Batch, batch_loss, kind
+from .defaults import PRIOR_SCALE
+from .losses import Batch, kind, objective, regularised
 from ..io.table import Table
+
+
 
 
 class FitError(Exception):
@@ -53,6 +61,7 @@ class FitConfig:
     init_noise: float = 0.5   # std of the perturbation of unconstrained weights for restarts >= 1
     clip_norm: float = 10.0   # global gradient-norm clip
     seed: int = 0
+    prior_scale: float = PRIOR_SCALE  # std of the pull of prior-less weights to their declared value (unconstrained)
 
 
 class Demos(NamedTuple):
@@ -87,15 +96,18 @@ class FitResult(NamedTuple):
     n_val: int
     seconds: float
     config: FitConfig
+    priors: dict = {}           # {"declared": {weight: "normal(0.3, 0.1)"}, "pulled": [weights], "prior_scale": S}
 
     def info(self, **extra: Any) -> dict:
         """A summary for the params file's "fit" entry (restarts counted from 1)."""
+        config = asdict(self.config)
+        config["prior_scale"] = self.config.prior_scale if math.isfinite(self.config.prior_scale) else None
         return {"loss": self.loss, "val_loss": _r(self.best.val_loss), "train_loss": _r(self.best.train_loss),
                 "restart": self.best.restart + 1, "epoch": self.best.best_epoch, "rows_train": self.n_train,
                 "rows_val": self.n_val, "seconds": round(self.seconds, 1),
                 "restarts": [{"restart": r.restart + 1, "epochs": r.epochs, "val_loss": _r(r.val_loss),
                               "stopped": r.stopped} for r in self.restarts],
-                "config": asdict(self.config), **extra}
+                "priors": self.priors, "config": config, **extra}
 
 
 def _r(x: float) -> float:
@@ -209,7 +221,7 @@ class _Trainer:
                                   lambda p: {k: jax.tree.map(lambda _: "weight" if k in weights else "mlp", v)
                                              for k, v in p.items()}),
             optax.inject_hyperparams(optax.scale)(step_size=1.0))
-        loss = batch_loss(policy)
+        loss = objective(policy, config.prior_scale, train.size)
         self.data, self.val_data = _batches(train), _batches(val)
         n = train.size
         bs = min(config.batch_size, n)
@@ -274,7 +286,15 @@ def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = 
                        + f"\nLower the learning rate (now {config.learning_rate}; {config.mlp_learning_rate} for "
                          "mlp blocks) or check the weights' constraints and the demonstration.")
     return FitResult(best_params, best, tuple(results), kind(policy), train.size, val.size,
-                     time.perf_counter() - t0, config)
+                     time.perf_counter() - t0, config, prior_summary(policy, config.prior_scale))
+
+
+def prior_summary(policy, prior_scale: float) -> dict:
+    """Which weights the MAP objective holds to what: declared priors, and the weights
+    pulled toward their declared values (with the scale of the pull)."""
+    pulled = regularised(policy, prior_scale)
+    return {"declared": {w.name: str(w.prior) for w in policy.program.weights if w.prior is not None},
+            "pulled": list(pulled), "prior_scale": prior_scale if pulled else None}
 
 
 def _restart(trainer: _Trainer, params, r: int, config: FitConfig, bar) -> tuple[RestartResult, Any]:
