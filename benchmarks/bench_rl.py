@@ -101,14 +101,12 @@ def resets_to_900(directory: str) -> dict:
     budget = results["budget"]["high"]
     out = {}
     print(f"Resets until the mean training return over {SMOOTH} updates first reached 900 ({directory}):")
-    for key in ("refined", "initial", "mlp"):
-        path = Path(directory) / "rl" / key / "log.json"
-        if not path.exists():
-            continue
-        first = first_reached(json.loads(path.read_text())["log"], 900.0)
-        total = None if first is None else first + (refine_resets if key == "refined" else 0)
-        out[key] = total
-        print(f"  {key:8s} {'not reached in %d' % budget if total is None else total}")
+    for key in ("refined", "initial", "mlp"):  # one run per training seed: rl/<key>/seed<k>/log.json
+        for path in sorted((Path(directory) / "rl" / key).glob("seed*/log.json")):
+            first = first_reached(json.loads(path.read_text())["log"], 900.0)
+            total = None if first is None else first + (refine_resets if key == "refined" else 0)
+            out[f"{key}/{path.parent.name}"] = total
+            print(f"  {key:8s} {path.parent.name:6s} {'not reached in %d' % budget if total is None else total}")
     return out
 
 

@@ -67,3 +67,14 @@ def test_init_task_refuses_a_built_in_env_and_a_bad_schema_writes_nothing(tmp_pa
     bad.write_text("[obs.x]\nindex = 99\n[actions.push]\nindex = 0\n")
     code, _, err = polc(capsys, "init-task", FLAT_ENV, "--schema", str(bad), "-o", str(tmp_path / "b"))
     assert code == 2 and "line 2" in err and not (tmp_path / "b").exists()
+
+
+def test_a_task_folder_with_env_toml_needs_no_env_flag(tmp_path, capsys):
+    """`polc refine DIR/` on what init-task wrote finds DIR/env.toml itself."""
+    from polc.runtime.refine.loop import load_task
+
+    d = tmp_path / "t"
+    assert polc(capsys, "init-task", FLAT_ENV, "-o", str(d))[0] == 0
+    (d / "demo.parquet").write_bytes(b"")  # load_task only needs it to exist
+    assert load_task(str(d)).env == str(d / "env.toml")
+    assert load_task(str(d), env="other").env == "other"

@@ -227,13 +227,16 @@ class Experiment:
                 shutil.copyfile(refinement["final_params"], dest)
                 return {"params": str(dest.relative_to(self.out)), "from": refinement["final_params"]}
             from ..il.train import FitConfig, fit, load_demos
-            from ..io.table import read_table
+            from ..io.table import TableError, read_table
 
             policy = self._policy(s)
             b = self.budget
             config = FitConfig(restarts=b.restarts, max_epochs=b.max_epochs, patience=b.patience)
-            result = fit(policy, load_demos(read_table(str(self.demo)), policy.program), config,
-                         progress=self.progress)
+            try:
+                demos = read_table(str(self.demo))
+            except TableError as e:  # a damaged demonstration stops the experiment, saying which file
+                raise ExperimentError(f"the demonstration cannot be used: {e}") from None
+            result = fit(policy, load_demos(demos, policy.program), config, progress=self.progress)
             save_params(str(dest), policy, result.params, result.info(demos=str(self.demo)))
             return {"params": str(dest.relative_to(self.out)), "fit": result.info()}
 

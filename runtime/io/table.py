@@ -9,7 +9,9 @@ One row per environment step. Columns, in this order:
     latent.<name>        traces only: every latent named in the policy source
     weight.<name>        traces only: every weight's (constrained) value
     mean.<name>          traces only: each action's mean (clipped to its range)
-    action.<name>        the action executed (sampled, or the mean)
+    action.<name>        the action executed (sampled, or the mean); in a `--perturb`
+                         demonstration, the expert's (what `polc fit` imitates)
+    executed.<name>      `--perturb` demonstrations only: the perturbed action stepped
     reward    float32
     terminated, truncated  bool
 

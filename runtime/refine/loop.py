@@ -103,6 +103,8 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
         raise TaskError(f"{d} has no demonstration {demo.name} (write one with `polc demos`).")
     initial = d / header.get("initial", "initial.pol")
     latents = tuple(n.strip() for n in header.get("latents", "").split(",") if n.strip())
+    if not (env or header.get("env")) and (d / "env.toml").is_file():
+        env = str(d / "env.toml")  # a task folder for any Gymnasium env (polc init-task writes it)
     return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
                 initial if initial.is_file() else None, latents, header.get("instance") or "track")
 
