@@ -112,3 +112,18 @@ def test_non_finite_values_are_listed_by_column(tmp_path):
     table = table_of(tmp_path, episode(0, vel=vel, gap=gap), episode(1))
     assert non_finite_columns(table) == [("obs.gap", 1), ("obs.vel", 2)]
     assert non_finite_columns(table_of(tmp_path, episode(2), name="ok.parquet")) == []
+
+
+def test_polc_fit_warns_about_a_partial_out_of_range_demo_and_refuses_it_under_strict(tmp_path, capsys):
+    from polc.cli import main
+
+    table = table_of(tmp_path, episode(0, push=np.full(N, 2.0, np.float32)), episode(1), interrupt=True)
+    pol = tmp_path / "reach.pol"
+    pol.write_text(toy.reach_policy())
+    argv = ["fit", str(pol), "--demos", table.path, "--check-episodes", "0", "--epochs", "5", "-q"]
+    assert main(argv + ["-o", str(tmp_path / "p.params")]) == 0
+    err = capsys.readouterr().err
+    assert "polc: warning: " in err and "is a partial table" in err and "action.push: 50 of 100 rows" in err
+    assert main(argv + ["--strict", "-o", str(tmp_path / "strict.params")]) == 1
+    err = capsys.readouterr().err
+    assert "refused under --strict" in err and not (tmp_path / "strict.params").exists()

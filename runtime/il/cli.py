@@ -27,6 +27,7 @@ def _env_name(args: argparse.Namespace, table) -> Optional[str]:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from .train import FitConfig, FitError, fit, load_demos
+    from ..io.demo_check import DemoRejected, vet_demo
     from ..io.params import save_params
 
     if args.check_episodes < 0:
@@ -41,9 +42,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
                        max_epochs=args.epochs, patience=args.patience, val_fraction=args.val_fraction,
                        restarts=args.restarts, seed=args.seed, prior_scale=args.prior_scale)
     try:
+        for note in vet_demo(table, policy.program, strict=args.strict):  # partial, or out of range
+            print(f"polc: warning: {note}", file=sys.stderr)
         demos = load_demos(table, policy.program)
         result = fit(policy, demos, config, progress=not args.quiet)
-    except FitError as e:
+    except (FitError, DemoRejected) as e:
         return rc.fail(str(e))
     check = _closed_loop(policy, result.params, spec, table, args)
     extra = {"demos": args.demos}
@@ -108,5 +111,8 @@ def register(sub: Any) -> None:
                    help="closed-loop episodes of the declared and of the fitted weights on training seeds "
                         f"after fitting (default {CHECK_EPISODES}; 0: no check)")
     c.add_argument("--env", help="environment of the closed-loop check (default: the demonstration's)")
+    c.add_argument("--strict", action="store_true",
+                   help="refuse a partial demonstration (.partial.parquet) or one whose data leave the program's "
+                        "declared ranges (default: a warning saying how many rows, which columns, by how much)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=rc.guard(cmd_fit))

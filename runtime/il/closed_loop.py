@@ -35,10 +35,11 @@ class ClosedLoop(NamedTuple):
 
     @property
     def worse(self) -> bool:
-        """Whether fitting made the mean score worse."""
-        if self.higher_is_better:
-            return self.fitted_mean < self.declared_mean
-        return self.fitted_mean > self.declared_mean
+        """Whether fitting made the mean score worse, by more than 0.1% (two scores equal
+        at the precision they are printed with are not a regression)."""
+        drop = self.declared_mean - self.fitted_mean if self.higher_is_better else \
+            self.fitted_mean - self.declared_mean
+        return drop > 1e-3 * max(abs(self.declared_mean), abs(self.fitted_mean))
 
     def summary(self) -> str:
         n = len(self.seeds)
