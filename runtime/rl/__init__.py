@@ -2,7 +2,8 @@
 
     losses.py      the objective: clipped window likelihood ratio, group-relative reward-to-go
     collect.py     sampled episodes in N environments, one batched policy call per step
-    train.py       RLConfig, the update loop, outputs; resumable
+    train.py       RLConfig, the update loop (trust region, std floor), outputs; resumable
+    heldout.py     training and held-out seeds, the held-out evaluation of --keep best
     checkpoint.py  the atomic checkpoint `--resume` continues from
     curve.py       the learning-curve PNG
     cli.py         the `polc rl` command

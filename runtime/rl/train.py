@@ -70,10 +70,10 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .collect import Collector, Episodes, RLError, verify_stochastic
+from .heldout import Validator, training_seeds, validation_seeds
 from .losses import advantages, rl_loss
 
 PARAMS, LAST, LOG, CURVE = "rl.params", "last.params", "log.json", "curve.png"
-VALIDATION = 1000       # the held-out seeds: the last VALIDATION below the evaluation seeds
 ANNEAL_END = 0.1        # the sampling std's scale at the last update when annealing
 HALVINGS = 20           # the trust region shortens a step at most 2^-20 before giving up on it
 
@@ -165,29 +165,6 @@ class RLResult(NamedTuple):
     state: ckpt.TrainState
     log: dict                # what log.json holds
     directory: str
-
-
-def _pools(spec: Any) -> tuple[range, range]:
-    """(training seeds, validation seeds): the seeds between the demonstration and
-    evaluation seeds, the last VALIDATION of them (at most half) held out."""
-    demo = getattr(spec, "demo_seeds", range(0, 1000))
-    evals = getattr(spec, "eval_seeds", range(10_000, 20_000))
-    gap = range(demo.stop, evals.start)
-    held = min(VALIDATION, len(gap) // 2)
-    return gap[:len(gap) - held], gap[len(gap) - held:]
-
-
-def training_seeds(spec: Any, config: RLConfig, update: int) -> tuple[list[int], np.ndarray]:
-    """Update `update`'s episode seeds (E,) and their group ids (E,) (see the module docstring)."""
-    pool = _pools(spec)[0]
-    k, per = config.seeds_per_update, config.episodes_per_update // config.seeds_per_update
-    groups = np.repeat(np.arange(k), per)
-    return [pool[(update * k + g) % len(pool)] for g in groups], groups
-
-
-def validation_seeds(spec: Any, n: int) -> list[int]:
-    """The first `n` held-out seeds (9000.. for Car Racing): never training, demonstration or evaluation seeds."""
-    return list(_pools(spec)[1][:n])
 
 
 class StepStats(NamedTuple):
@@ -304,35 +281,6 @@ def _finite(tree) -> bool:
     return all(bool(np.all(np.isfinite(np.asarray(x)))) for x in jax.tree.leaves(tree))
 
 
-class _Validator:
-    """The held-out evaluation of `keep="best"`: `val_episodes` validation seeds, mean or
-    sampled actions, the environment's metric (higher or lower is better)."""
-
-    def __init__(self, policy, spec: Any, config: RLConfig):
-        from ..envs.metric import RETURN
-
-        self.policy, self.spec, self.config = policy, spec, config
-        self.seeds = validation_seeds(spec, config.val_episodes)
-        self.higher = getattr(spec, "metric", RETURN).higher_is_better
-
-    def __call__(self, params) -> float:
-        from ..trace.evaluate import evaluate
-        from ..trace.rollout import RolloutConfig
-
-        c = self.config
-        rc = RolloutConfig(n_envs=min(c.n_envs, len(self.seeds)), sample=c.val_actions == "sampled", trace=False,
-                           asynchronous=c.asynchronous)
-        return float(f"{evaluate(self.policy, params, self.spec, self.seeds, rc).mean:.6g}")
-
-    def better(self, score: float, than: Optional[float]) -> bool:
-        return than is None or (score > than if self.higher else score < than)
-
-    def due(self, state: ckpt.TrainState) -> bool:
-        """After every `val_every` updates, and after the budget's last update."""
-        c = self.config
-        return state.updates % c.val_every == 0 or state.resets + c.episodes_per_update > c.resets
-
-
 def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: bool = False,
           start: Optional[dict] = None, progress: bool = False,
           on_update: Optional[Callable[[dict], None]] = None) -> RLResult:
@@ -356,7 +304,7 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
             raise RLError(f"'{directory}' already holds an RL run ({ckpt.NAME}); pass --resume to continue it "
                           f"or choose another output directory")
         state, meta = _resumed(directory, state, meta, config, check_start=bool(start and start.get("file")))
-    validator = _Validator(policy, spec, config) if config.keep == "best" else None
+    validator = Validator(policy, spec, config) if config.keep == "best" else None
     if validator is not None and state.best is None:  # the start params are the first candidate
         score = validator(state.params)
         meta["kept"] = {"update": 0, "score": score, "seeds": validator.seeds, "actions": config.val_actions}
@@ -401,7 +349,7 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
     return RLResult(state.best if validator is not None else state.params, state, log, directory)
 
 
-def _validate(validator: _Validator, state: ckpt.TrainState, meta: dict, record: dict) -> ckpt.TrainState:
+def _validate(validator: Validator, state: ckpt.TrainState, meta: dict, record: dict) -> ckpt.TrainState:
     """Evaluate the new params on the held-out seeds; keep them if they beat the best so far."""
     score = validator(state.params)
     record["val_score"] = score
