@@ -30,6 +30,9 @@ def test_a_run_revises_then_stops_and_keeps_every_file(task, tmp_path):
     assert "- obs.gap : real[2] in [-3, 3]  target - pos, and -vel" in first and "```csv" not in first
     assert "steps 50" in second and "Built-in diagnostics" in second and "MOVE: TEST" in second
     assert "Earlier rounds of this run:\n- Round 0: structure \"reach\"" in model.prompts[2][1].text
+    m0 = loop.history[0]
+    assert f"With its declared weights (before fitting) the same structure scores {m0['declared_scores'][0]:.4g}" \
+        in first and "imitation learning" in first
 
 
 def test_calls_tokens_and_resets_are_counted_per_round(task, tmp_path):
@@ -38,7 +41,8 @@ def test_calls_tokens_and_resets_are_counted_per_round(task, tmp_path):
     m0, m1 = loop.history
     assert (m0["llm"]["calls"], m1["llm"]["calls"]) == (2, 2)
     assert m0["llm"]["input_tokens"] + m1["llm"]["input_tokens"] == sum(sent)
-    assert (m0["resets"], m1["resets"], m0["eval_episodes"]) == (1, 1, 2)
+    # one traced episode and the same seed with the declared weights (shown to the model) per round
+    assert (m0["resets"], m1["resets"], m0["eval_episodes"]) == (2, 2, 2)
     records = [r for k in (0, 1) for r in read_exchanges(RunDir(tmp_path / "run").round_dir(k))]
     assert [r["index"] for r in records] == [0, 1, 2, 3]
     assert [r["input_tokens"] for r in records] == sent

@@ -154,9 +154,28 @@ class Dialogue:
     def _rollout_text(self) -> str:
         returns = context.returns_text(self.m["rollout_seeds"], self.m["rollout_returns"],
                                        self.m.get("rollout_scores"), self.loop.metric)
+        if self.m.get("declared_scores") is not None:
+            returns += ". " + self._closed_loop_text()
         return templates.render("rollout", episodes=len(self.loop.seeds), instance=self.loop.task.instance,
                                 seeds=", ".join(map(str, self.loop.seeds)), max_steps=self.loop.spec.max_steps,
                                 returns=returns, schema=context.trace_schema(self._trace().columns))
+
+    def _closed_loop_text(self) -> str:
+        """The declared weights' score beside the fitted one's, on the same training seeds."""
+        import numpy as np
+
+        from ..il.closed_loop import ClosedLoop
+
+        metric = self.loop.metric
+        fitted = self.m.get("rollout_scores") or self.m["rollout_returns"]
+        check = ClosedLoop(self.loop.spec.schema.name, tuple(self.m["rollout_seeds"]),
+                           np.asarray(self.m["declared_scores"], float), np.asarray(fitted, float),
+                           "return" if metric.is_return else metric.key, metric.higher_is_better)
+        verdict = ("so imitation learning made this structure WORSE in closed loop: the demonstration may not "
+                   "excite some terms (consider priors `~ normal(mu, sigma)` on them, or fewer free weights)"
+                   if check.worse else "so imitation learning did not make it worse")
+        return (f"With its declared weights (before fitting) the same structure scores {check.declared_mean:.4g} "
+                f"on average on these {self.loop.task.instance}s, fitted {check.fitted_mean:.4g}, {verdict}")
 
     def _table_text(self) -> str:
         table = self._trace()

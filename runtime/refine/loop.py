@@ -45,7 +45,7 @@ from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected
                        check_and_repair)
 from .rundir import RunDir
 from .scripted import TOKEN_ESTIMATE, Choice, open_backend
-from .work import (Checked, FitFailed, Fitted, Settings, check, environment, evaluate_returns,
+from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_returns,
                    fit_program, metric_of, rollout_seeds, traced_rollout)
 
 
@@ -330,6 +330,12 @@ class Loop:
         shown = not final and s.feedback != "none"
         m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in traced.returns],
                  rollout_scores=scores.rounded(traced.scores, self.metric), resets=len(self.seeds) if shown else 0)
+        if shown:  # the same tracks with the declared weights: did fitting help? (the model is told)
+            self.ui.phase(k, f"closed loop: the declared weights on the {len(self.seeds)} training seed(s)")
+            t = time.monotonic()
+            declared = declared_scores(fitted, self.spec, self.seeds, s)
+            self._timed(m, "rollout", t)
+            m.update(declared_scores=scores.rounded(declared, self.metric), resets=2 * len(self.seeds))
         self.ui.phase(k, f"evaluating on {s.eval_episodes} unseen seed(s)")
         t = time.monotonic()
         ev = evaluate_returns(fitted, self.spec, s)

@@ -220,6 +220,19 @@ def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, m
     return Traced([float(r) for r in result.returns], [float(v) for v in scores])
 
 
+def declared_scores(fitted: Fitted, spec: Any, seeds: Sequence[int], settings: Settings) -> list[float]:
+    """The environment's metric per seed with the structure's declared weights (before
+    fitting), mean actions, untraced: beside the fitted policy's on the same training seeds
+    it says whether imitation learning helped (`polc fit`'s closed-loop check)."""
+    import jax
+
+    from ..trace.evaluate import evaluate
+
+    declared = fitted.policy.init(jax.random.PRNGKey(0))
+    result = evaluate(fitted.policy, declared, spec, list(seeds), rollout_config(settings, len(seeds), trace=False))
+    return [float(v) for v in result.values]
+
+
 def evaluate_returns(fitted: Fitted, spec: Any, settings: Settings):
     """The environment's metric (and the return) over the first `eval_episodes` unseen
     evaluation seeds: an `EvalResult`."""
