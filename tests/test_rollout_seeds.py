@@ -30,3 +30,14 @@ def test_seed_and_eval_seeds_together_are_a_usage_error(pol, tmp_path, capsys):
                         "--eval-seeds", "-o", str(tmp_path / "t.parquet"), "-q")
     assert code == 2
     assert "give --seed or --eval-seeds, not both" in err
+
+
+def test_eval_spells_episodes_and_seed_as_rollout_does(pol, capsys):
+    """One spelling everywhere (issue 12, item 6); eval's older --seeds/--seed-start still work."""
+    import json
+
+    runs = [polc(capsys, "eval", pol, "--env", "toy_reach", *flags, "--json") for flags in
+            (("--episodes", "2", "--seed", "10003"), ("--seeds", "2", "--seed-start", "10003"))]
+    assert all(code == 0 for code, _, _ in runs)
+    new, old = (json.loads(out) for _, out, _ in runs)
+    assert [s["seed"] for s in new["per_seed"]] == [10003, 10004] and new == old

@@ -169,10 +169,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if (args.file is None) == (not args.expert):
         raise UsageError("polc: eval takes a .pol FILE, or --expert to evaluate the environment's expert.")
     spec = rc.env_spec(args.env)
-    if args.seeds < 1:
+    if args.episodes < 1:
         raise UsageError("polc: the number of seeds must be at least 1.")
     try:
-        seeds = eval_seeds(spec, args.seeds, args.seed_start)
+        seeds = eval_seeds(spec, args.episodes, args.seed)
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
     with rc.episode_progress("eval", args.quiet or args.json) as bar:
@@ -206,7 +206,7 @@ def register(sub: Any) -> None:
     c.add_argument("--from-parquet", metavar="FILE",
                    help="no expert: convert your own table, its columns named as the schema says "
                         "(obs.NAME / action.NAME or NAME; optional episode, reward, terminated, truncated)")
-    c.add_argument("--episodes", type=int, default=1)
+    c.add_argument("--episodes", type=int, default=1, help="how many episodes, one seed each (default 1)")
     c.add_argument("--seed", type=int, default=0, help="seed of the first episode (demonstration seeds: 0..999)")
     c.add_argument("--perturb", metavar="SIGMA",
                    help="recovery data (DART): step the environment with the expert's action plus N(0, SIGMA^2) "
@@ -219,7 +219,7 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser("rollout", help="run a policy and write a trace of everything it computes")
     rc.runner_flags(c)
-    c.add_argument("--episodes", type=int, default=10)
+    c.add_argument("--episodes", type=int, default=10, help="how many episodes, one seed each (default 10)")
     c.add_argument("--seed", type=int, help="seed of the first episode (default: the first training seeds, 0 up)")
     c.add_argument("--eval-seeds", action="store_true",
                    help="run on the first evaluation seeds instead (the ones polc eval reports as unseen)")
@@ -230,8 +230,11 @@ def register(sub: Any) -> None:
                                     "rate where the environment defines them")
     rc.runner_flags(c, file_optional=True)
     c.add_argument("--expert", action="store_true", help="evaluate the environment's expert instead of a policy")
-    c.add_argument("--seeds", type=int, default=10,
-                   help="number of evaluation seeds (the field reports 100: CarRacing is solved at 900 over 100)")
-    c.add_argument("--seed-start", type=int, help="first seed (default: the environment's first eval seed)")
+    # The same spelling as demos and rollout; --seeds and --seed-start stay as aliases.
+    c.add_argument("--episodes", "--seeds", dest="episodes", type=int, default=10,
+                   help="how many episodes, one unseen seed each (default 10; the field reports 100: CarRacing "
+                        "is solved at 900 over 100)")
+    c.add_argument("--seed", "--seed-start", dest="seed", type=int,
+                   help="seed of the first episode (default: the environment's first evaluation seed)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     c.set_defaults(func=rc.guard(cmd_eval))
