@@ -314,7 +314,8 @@ def register(sub: Any) -> None:
                               "130 interrupted")
     c.add_argument("task", nargs="?", help="task folder with task.md, demo.parquet and initial.pol")
     c.add_argument("--rounds", type=int, default=6, help="rounds that end in a move of the model")
-    c.add_argument("--llm", help="gemini:MODEL or replay:DIR (default: gemini-2.5-flash with GEMINI_API_KEY, "
+    c.add_argument("--llm", help="gemini:MODEL, replay:DIR (a recorded run, strictly) or manual:DIR (you write "
+                                 "each reply as DIR/replies/NNN.md) (default: gemini-2.5-flash with GEMINI_API_KEY, "
                                  "else the task's scripted session)")
     c.add_argument("--feedback", choices=("analysis", "table", "none"), default="analysis",
                    help="what the model sees of a rollout: its own analysis, the whole table, or nothing")
