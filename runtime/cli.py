@@ -129,12 +129,70 @@ def sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def episode_progress(what: str, quiet: bool):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+class EpisodeProgress:
+    """Progress of a command over episodes, counting their steps as they run (a vectorised
+    run finishes its episodes together, so a count of finished episodes alone would sit at
+    0/N and then jump to N/N). On a terminal: a live bar with the steps so far and the last
+    finished episode; otherwise (a log, CI) one line every `interval` seconds on stderr.
 
-    return Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
-                    TimeElapsedColumn(), console=Console(stderr=True), disable=quiet, transient=True)
+        with episode_progress("rollout", len(seeds), quiet) as p:
+            run(..., on_steps=p.steps, on_episode=lambda ep: p.episode(f"seed {ep.seed}: ..."))
+    """
+
+    def __init__(self, what: str, total: int, quiet: bool, interval: float = 10.0, stream=None):
+        self.what, self.total, self.quiet, self.interval = what, total, quiet, interval
+        self.stream = stream
+        self.done = self.stepped = 0
+        self.last = ""
+        self._bar = self._task = None
+
+    def __enter__(self) -> "EpisodeProgress":
+        import time
+
+        self.stream = self.stream or sys.stderr
+        self._start = self._shown = time.monotonic()
+        if not self.quiet and self.stream.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn(self.what), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[stepped]:,} steps"), TextColumn("{task.fields[last]}"),
+                                 TimeElapsedColumn(), console=Console(file=self.stream), transient=True)
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.what, total=self.total, stepped=0, last="")
+        return self
+
+    def steps(self, n: int) -> None:
+        """`n` more environment steps taken."""
+        self.stepped += int(n)
+        self._show()
+
+    def episode(self, last: str = "") -> None:
+        """One more episode finished; `last` says how it went."""
+        self.done += 1
+        self.last = last
+        self._show()
+
+    def _show(self) -> None:
+        import time
+
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, stepped=self.stepped, last=self.last)
+            return
+        now = time.monotonic()
+        if self.quiet or now - self._shown < self.interval:
+            return
+        self._shown = now
+        line = f"polc {self.what}: {self.done}/{self.total} episodes, {self.stepped:,} steps, {now - self._start:.0f} s"
+        print(line + (f"; last: {self.last}" if self.last else ""), file=self.stream, flush=True)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+
+def episode_progress(what: str, total: int, quiet: bool) -> EpisodeProgress:
+    return EpisodeProgress(what, total, quiet)
 
 
 def env_meta(spec) -> dict:

@@ -62,10 +62,12 @@ def cmd_demos(args: argparse.Namespace) -> int:
     if perturb is not None:
         meta["perturb"] = perturb.meta()
     writer = TableWriter(args.output, demo_columns(spec.schema, perturb is not None), meta)
-    with rc.episode_progress("expert", args.quiet) as bar, rc.writing(writer):
-        task = bar.add_task("expert", total=len(seeds), last="")
-        episodes = write_demos(spec, seeds, writer, lambda ep: bar.update(
-            task, advance=1, last=f"seed {ep.seed}: return {ep.ret:.1f}"), perturb)
+    with rc.episode_progress("demos", len(seeds), args.quiet) as bar, rc.writing(writer):
+        def done(ep) -> None:
+            bar.steps(ep.length)
+            bar.episode(f"seed {ep.seed}: return {ep.ret:.1f}")
+
+        episodes = write_demos(spec, seeds, writer, done, perturb)
     returns = [ep.ret for ep in episodes]
     what = "perturbed expert return" if perturb is not None else "expert return"
     print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, {what} "
@@ -150,14 +152,12 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             "actions": "sampled" if args.sample else "mean",
             "noise_seed": args.noise_seed if args.sample else None}
     writer = TableWriter(args.output, TraceLayout(tp, spec.schema).columns(), meta)
-    with rc.episode_progress("rollout", args.quiet) as bar, rc.writing(writer):
-        task = bar.add_task("rollout", total=len(seeds), last="")
-
+    with rc.episode_progress("rollout", len(seeds), args.quiet) as bar, rc.writing(writer):
         def done(ep) -> None:
             writer.write_episode(ep.columns)
-            bar.update(task, advance=1, last=f"seed {ep.seed}: return {ep.ret:.1f}")
+            bar.episode(f"seed {ep.seed}: return {ep.ret:.1f}")
 
-        result = rollout(policy, params, spec, seeds, config, done)
+        result = rollout(policy, params, spec, seeds, config, done, on_steps=bar.steps)
     print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, return "
           f"{result.returns.mean():.1f} ± {result.returns.std():.1f}", file=sys.stderr)
     return 0
@@ -175,15 +175,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         seeds = eval_seeds(spec, args.episodes, args.seed)
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
-    with rc.episode_progress("eval", args.quiet or args.json) as bar:
-        task = bar.add_task("eval", total=len(seeds), last="")
-        progress = lambda ep: bar.update(task, advance=1, last=f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
+    with rc.episode_progress("eval", len(seeds), args.quiet or args.json) as bar:
+        progress = lambda ep: bar.episode(f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
         if args.expert:
             result, what = evaluate_expert(spec, seeds, progress), {"policy": "expert"}
         else:
             policy = rc.compile_policy(args.file)
             params = rc.params_for(policy, args.params)
-            result = evaluate(policy, params, spec, seeds, _rollout_config(args, len(seeds), trace=False), progress)
+            result = evaluate(policy, params, spec, seeds, _rollout_config(args, len(seeds), trace=False), progress,
+                              on_steps=bar.steps)
             what = {"policy": args.file, "params": args.params, "actions": "sampled" if args.sample else "mean"}
     if args.json:
         print(json.dumps(result.to_json(**what), indent=1))

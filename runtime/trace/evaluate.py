@@ -179,7 +179,7 @@ def _success_log(spec: Any) -> Optional[SuccessLog]:
 
 
 def evaluate(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConfig = RolloutConfig(),
-             on_episode=None) -> EvalResult:
+             on_episode=None, on_steps=None) -> EvalResult:
     """Run one episode per seed; per-seed returns, lengths, the environment's
     metric and, where the spec defines them, which episodes solved the task and
     which succeeded. Untraced when the metric is the return; otherwise each
@@ -197,7 +197,7 @@ def evaluate(policy, params, spec: Any, seeds: Sequence[int], config: RolloutCon
         if on_episode is not None:
             on_episode(ep)
 
-    res = rollout(policy, params, spec if log is None else log, seeds, cfg, done)
+    res = rollout(policy, params, spec if log is None else log, seeds, cfg, done, on_steps)
     return EvalResult(spec.schema.name, res.seeds, res.returns, res.lengths,
                       None if metric.is_return else scores, metric, getattr(spec, "solved_at", None),
                       None if log is None else log.of(res.seeds))

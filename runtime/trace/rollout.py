@@ -253,10 +253,11 @@ class Rollout:
         self.n = max(1, config.n_envs)
         self._envs = None
 
-    def run(self, params, seeds: Sequence[int], on_episode: Optional[Callable[[Episode], None]] = None
-            ) -> RolloutResult:
+    def run(self, params, seeds: Sequence[int], on_episode: Optional[Callable[[Episode], None]] = None,
+            on_steps: Optional[Callable[[int], None]] = None) -> RolloutResult:
         """One episode per seed; `on_episode` receives each finished `Episode` in
-        seed-list order (with its step-table columns when `config.trace`)."""
+        seed-list order (with its step-table columns when `config.trace`); `on_steps`, if
+        given, the number of recorded environment steps after each vector step."""
         from .vector import make_vector_env
 
         seeds = [int(s) for s in seeds]
@@ -267,7 +268,7 @@ class Rollout:
             self._envs = make_vector_env(self.spec, self.n, asynchronous)
         try:
             return _run(self._envs, self.n, seeds, self.layout, partial(self.step_fn, params), self.config,
-                        on_episode)
+                        on_episode, on_steps)
         except BaseException:
             self._envs.close(terminate=True)  # interrupted: do not wait for worker processes to finish a step
             self._envs = None
@@ -286,15 +287,17 @@ class Rollout:
 
 
 def rollout(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConfig = RolloutConfig(),
-            on_episode: Optional[Callable[[Episode], None]] = None) -> RolloutResult:
+            on_episode: Optional[Callable[[Episode], None]] = None,
+            on_steps: Optional[Callable[[int], None]] = None) -> RolloutResult:
     """Run one episode per seed (see `Rollout.run`), with at most one env per seed."""
     n = max(1, min(config.n_envs, len(seeds)))
     with Rollout(policy, spec, replace(config, n_envs=n)) as r:
-        return r.run(params, seeds, on_episode)
+        return r.run(params, seeds, on_episode, on_steps)
 
 
 def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: RolloutConfig,
-         on_episode: Optional[Callable[[Episode], None]]) -> RolloutResult:
+         on_episode: Optional[Callable[[Episode], None]],
+         on_steps: Optional[Callable[[int], None]] = None) -> RolloutResult:
     slots = _Slots(n, config.trace)
     queue = iter(enumerate(seeds))
     for i in range(n):
@@ -306,6 +309,8 @@ def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: R
     while emitted < len(seeds):
         out = np.asarray(step_fn(layout.pack_obs(obs, n), slots.seed.astype(np.int32), slots.steps))
         obs, reward, terminated, truncated, _ = envs.step(layout.env_actions(out, config.trace))
+        if on_steps is not None:
+            on_steps(int(np.count_nonzero(slots.episode >= 0)))  # idle slots rerun a seed, unrecorded
         slots.record(out, reward, terminated, truncated)
         ended = np.flatnonzero(terminated | truncated)
         if not len(ended):
