@@ -152,6 +152,8 @@ def test_refine_ending_normally_exits_0(task, tmp_path, capsys):
     code = main(["refine", str(task), "-o", str(tmp_path / "run"), "--llm", f"manual:{session}", "--quick", "-q"])
     out, err = capsys.readouterr()
     assert code == 0 and "run ended: the model chose STOP" in out, err
+    final = tmp_path / "run" / "round_00"  # STOP in round 0: its structure is the run's result
+    assert f"final policy: {final / 'policy.pol'} with its fitted weights {final / 'params.json'}" in out, out
 
 
 def test_generate_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):

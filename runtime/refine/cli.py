@@ -216,6 +216,10 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
             figures.append(Path(made))
     print(table_text(history, loop.metric))
     print(f"\nrun ended: {status}")
+    kept = [m["round"] for m in history if (run.round_dir(m["round"]) / "policy.pol").is_file()]
+    if kept:
+        last = run.round_dir(kept[-1])
+        print(f"final policy: {last / 'policy.pol'} with its fitted weights {last / 'params.json'}")
     print(f"wrote {run.path / 'summary.json'}, " + ", ".join(str(f) for f in figures if f.exists()))
     if notice:
         print(f"\n{notice}")
