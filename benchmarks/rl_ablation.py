@@ -54,6 +54,7 @@ VARIANTS = {
     "target_kl 0.2": {"target_kl": 0.2},
     "no std floor": {"min_std": 0.0},
     "min_std 0.02": {"min_std": 0.02},
+    "min_std 0.05": {"min_std": 0.05},
     "min_std 0.1": {"min_std": 0.1},
     "min_std 0.2": {"min_std": 0.2},
     "no adv. normalisation": {"normalise_advantages": False},

@@ -34,7 +34,7 @@ OVERRIDES = (
     ("--seed", "seed", int, "seed of the sampled noise (default 0)"),
     ("--target-kl", "target_kl", float,
      "trust region: an update stops where its approx. KL reaches this (default 0.05; 0 = off, the paper)"),
-    ("--min-std", "min_std", float, "floor on every action's sampling std during RL (default 0.05; 0 = off)"),
+    ("--min-std", "min_std", float, "floor on every action's sampling std during RL (default 0.1; 0 = off)"),
     ("--max-grad-norm", "max_grad_norm", float, "clip the gradient's global norm (default 1; 0 = off)"),
     ("--normalise-advantages", "normalise_advantages", "bool",
      "normalise the advantages over each update (default on; --no-normalise-advantages: the paper)"),

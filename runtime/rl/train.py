@@ -93,7 +93,7 @@ class RLConfig:
     n_envs: int = 1                   # environments stepped together (the same episodes up to float rounding)
     asynchronous: bool = False        # step them in worker processes (slower for Car Racing: `polc.runtime.trace.vector`)
     target_kl: float = 0.05           # trust region: an update stops where its approx. KL reaches this (0: off)
-    min_std: float = 0.05             # floor on every action's sampling std during RL (0: off)
+    min_std: float = 0.1              # floor on every action's sampling std during RL (0: off)
     max_grad_norm: float = 1.0        # global gradient-norm clip before Adam (0: off)
     normalise_advantages: bool = True  # normalise the advantages over the update's steps
     keep: str = "last"                # "best": rl.params = the best held-out evaluation (`validation_seeds`)
