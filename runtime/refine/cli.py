@@ -24,14 +24,12 @@ retries): its rounds up to then, summary and table are written as for a finished
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shlex
-import signal
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..cli import UsageError
+from ..cli import UsageError, sigterm_interrupts
 
 
 EXIT_UNUSABLE = 4  # the run ended because the model's replies could not be used
@@ -40,23 +38,6 @@ EXIT_UNUSABLE = 4  # the run ended because the model's replies could not be used
 def _fail(message: str) -> int:
     print(f"polc: {message}", file=sys.stderr)
     return 1
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM stops a run the way Ctrl-C does (the round in progress is redone on --resume)."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def scripted_notice(choice: Any, task_dir: str) -> str:
@@ -169,7 +150,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
         ui.say(notice)
     status = "running"
     try:
-        with _sigterm_interrupts(), ui:
+        with sigterm_interrupts(), ui:  # the round in progress is redone on --resume
             loop = Loop(run, task, settings, choice, ui, on_round=lambda lp: _after_round(run, lp, notice))
             if loop.finished:
                 ui.say("this run is already finished.")
