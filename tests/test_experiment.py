@@ -13,6 +13,7 @@ from polc.runtime.envs.metric import RETURN, Metric
 from polc.runtime.experiment import QUICK, TASKS, Experiment, ExperimentError, Row
 from polc.runtime.experiment.report import curve, markdown, plot_curves
 from polc.runtime.experiment.run import digest_refinement, first_reached, pooled, reached
+from test_report import browser, report  # noqa: F401  (the headless Chromium fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["Expert demonstration", "MLP + IL", "MLP + RL, low (8 resets)", "MLP + RL, high (16 resets)",
@@ -210,3 +211,19 @@ def test_skip_rl_keeps_the_expert_and_il_rows_and_says_so(tmp_path):
     rows = [Row("Expert demonstration", "expert", "demo", 0, 0, 0, 918.8, 2.0, solved_share=1.0)]
     text = markdown(TASKS["car_racing"], QUICK, rows, {}, RETURN, [10000], 1.0, "c", 900.0, rl_skipped=True)
     assert "RL rows skipped (`--skip-rl`)" in text and "| 918.8 ± 2.0 | 1.00 |" in text
+
+
+@pytest.mark.slow
+def test_the_quick_experiment_has_a_page(quick_run, browser, tmp_path):
+    """`polc report` on the quick experiment (issue 16): offline, no console error, Table 1
+    as measured and marked quick, its figures rendered."""
+    out = tmp_path / "quick.html"
+    assert report(quick_run, "-o", out) == 0
+    browser.open(out)
+    assert browser.problems() == ([], [])
+    text = browser.js("document.body.innerText")
+    assert "QUICK" in text.upper()
+    results = json.loads((quick_run / "results.json").read_text())
+    for r in results["rows"]:
+        assert r["method"] in text and f"{r['mean']:.1f}" in text
+    assert browser.js("document.querySelectorAll('img.figure').length") >= 1
