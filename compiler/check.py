@@ -314,24 +314,31 @@ class _Checker(ExprChecker):
         order: list[str] = []
         stack: list[str] = []
 
-        def visit(n: str) -> None:
-            state[n] = 1
-            stack.append(n)
-            for m in deps[n]:
-                if state.get(m) == 1:
-                    loop = stack[stack.index(m):]
-                    if not any(x in self.poisoned for x in loop):
-                        self.error(errors.cycle(self.decls[m].name_span, loop))
-                    self.poisoned.update(loop)
-                elif m not in state:
-                    visit(m)
-            stack.pop()
-            state[n] = 2
-            order.append(n)
-
-        for n in computed:
-            if n not in state:
-                visit(n)
+        # Iterative depth-first search: a chain of latents may be longer than Python's stack.
+        for root in computed:
+            if root in state:
+                continue
+            state[root] = 1
+            stack.append(root)
+            todo = [(root, iter(deps[root]))]
+            while todo:
+                n, it = todo[-1]
+                for m in it:
+                    if state.get(m) == 1:
+                        loop = stack[stack.index(m):]
+                        if not any(x in self.poisoned for x in loop):
+                            self.error(errors.cycle(self.decls[m].name_span, loop))
+                        self.poisoned.update(loop)
+                    elif m not in state:
+                        state[m] = 1
+                        stack.append(m)
+                        todo.append((m, iter(deps[m])))
+                        break
+                else:
+                    todo.pop()
+                    stack.pop()
+                    state[n] = 2
+                    order.append(n)
         return order
 
     # ---- latents and actions -------------------------------------------------------------------
@@ -477,7 +484,8 @@ class _Checker(ExprChecker):
                 self.check_node(name)
         intents = [i for i in (self.intent(d) for d in self.prog.decls if isinstance(d, ast.ExpectDecl)) if i]
         if not any(k == "action" for k in self.kinds.values()):
-            self.error(errors.no_actions(self.prog.decls[0].span if self.prog.decls else None))
+            self.error(errors.no_actions(self.prog.decls[0].span if self.prog.decls
+                                             else ast.Span(self.prog.file, 1, 1, 1, 2)))
         if self.errors:
             raise PolError(sorted(self.errors, key=_position), self.prog.text)
         self.unused(intents)

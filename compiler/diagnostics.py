@@ -9,11 +9,13 @@ The constructors for every kind of diagnostic live in `errors.py`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from .ast import Span
 
+_MAX_SHOWN = 120  # characters of one source line shown in an excerpt
 _RULE = "   " + "-" * 49
 
 
@@ -46,13 +48,13 @@ class Diagnostic:
 
 
 def source_lines(text: str) -> list[str]:
-    """The lines as the parser numbers them: split at "\n" only (str.splitlines
-    also splits at form feeds and other separators, which would shift every
-    line number after them), without a trailing "\r"."""
-    lines = text.split("\n")
+    """The lines as the parser numbers them: split at "\r\n", "\n" and a lone "\r", as
+    editors do (str.splitlines also splits at form feeds and other separators, which would
+    shift every line number after them)."""
+    lines = re.split(r"\r\n|\r|\n", text)
     if lines and lines[-1] == "":
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
 
 
 def _visible(line: str) -> str:
@@ -69,12 +71,22 @@ def _excerpt(span: Span, lines: Sequence[str], context: int = 1) -> list[str]:
     out = [_RULE]
     for n in range(first, last + 1):
         text = _visible(lines[n - 1]) if n - 1 < len(lines) else ""
-        out.append(f"   {n:>{width}}:  {text}")
+        start = end = 0
         if span.line <= n <= span.end_line:
             start = span.column if n == span.line else 1 + (len(text) - len(text.lstrip()))
             end = span.end_column if n == span.end_line else len(text) + 1
             end = max(end, start + 1)
-            out.append(" " * (3 + width + 3 + start - 1) + "^" * (end - start))
+        # A very long line (a generated program) is shown as a window around the carets.
+        shift = 0
+        if len(text) > _MAX_SHOWN:
+            left = max(0, min(start - 1 - _MAX_SHOWN // 3, len(text) - _MAX_SHOWN)) if start else 0
+            shown = text[left:left + _MAX_SHOWN]
+            text = ("\u2026" if left else "") + shown + ("\u2026" if left + _MAX_SHOWN < len(text) else "")
+            shift = left - (1 if left else 0)
+            end = min(end, left + _MAX_SHOWN + 1)
+        out.append(f"   {n:>{width}}:  {text}")
+        if start:
+            out.append(" " * (3 + width + 3 + start - shift - 1) + "^" * max(1, end - start))
     out.append(_RULE)
     return out
 

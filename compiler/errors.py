@@ -113,6 +113,12 @@ def too_deep(span: Span, limit: int) -> Diagnostic:
                 "or split it into several latents.")
 
 
+def limit_exceeded(span: Span, what: str, limit: str) -> Diagnostic:
+    """A size no real policy reaches: `what` says what was found, `limit` the limit it passes."""
+    return _err("E0006", "Syntax", span, f"{what}; polc allows at most {limit}.",
+                "Pol is for small structured policies: split the program, or reduce or index large values.")
+
+
 # ---- E01xx: names and structure ---------------------------------------------
 
 
@@ -136,7 +142,10 @@ def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
 
 
 def cycle(span: Span, path: Sequence[str]) -> Diagnostic:
-    loop = " -> ".join(list(path) + [path[0]])
+    names = list(path) + [path[0]]
+    if len(names) > 12:  # a generated 1,000-latent cycle: name its ends
+        names = names[:6] + [f"... ({len(names) - 11} more) ..."] + names[-5:]
+    loop = " -> ".join(names)
     return _err("E0103", "Semantic", span, f"These declarations depend on each other in a cycle: {loop}.",
                 "A policy has no memory between steps, so a value cannot depend on itself: compute one of them "
                 "without the others (a previous action must come in as an obs).")

@@ -90,6 +90,13 @@ class _Builder(Transformer):
         return ast.TypeSpec(str(base), dims or (), self._s(meta))
 
     def dims(self, meta, c):
+        if len(c) > MAX_NDIM:
+            raise PolError([errors.limit_exceeded(self._s(meta), f"This type has {len(c)} dimensions",
+                                                  f"{MAX_NDIM} dimensions")])
+        for t in c:  # int() of a 4,301-digit literal raises; any dimension this long is too large anyway
+            if len(t.lstrip("0")) > 9:
+                raise PolError([errors.limit_exceeded(_tspan(self.file, t), f"This dimension has {len(t)} digits",
+                                                      "65536 elements per value")])
         return tuple(int(t) for t in c)
 
     def bound(self, meta, c):
@@ -235,6 +242,8 @@ def _comments(text: str, file: str) -> tuple[ast.Comment, ...]:
 # Every phase walks expressions recursively, a few Python frames per level;
 # a 500-term sum `x + x + ...` nests 500 levels and would exhaust the stack.
 MAX_DEPTH = 200
+# numpy refuses arrays of more than 64 dimensions; no policy needs a tenth of that.
+MAX_NDIM = 32
 
 
 def _too_deep(tree: lark.Tree):
@@ -249,10 +258,53 @@ def _too_deep(tree: lark.Tree):
     return None
 
 
+# Limits no real policy meets (the largest example is a few kilobytes), checked before lark
+# builds a tree, so that hostile input is refused in linear time with a located diagnostic.
+MAX_SOURCE_CHARS = 1 << 20
+MAX_DECL_TOKENS = 10_000
+_DECL_KEYWORD = frozenset(("policy", "obs", "weight", "latent", "action", "expect"))
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*|[A-Za-z_][A-Za-z_0-9]*|\n|[^\s]')
+
+
+def normalize_newlines(text: str) -> str:
+    """Line ends as editors count them: `\r\n`, `\n` and a lone `\r` each end one line."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _prescan(text: str, file: str) -> None:
+    """Refuse what would make lark (or a later phase) slow or deep: brackets nested deeper
+    than MAX_DEPTH, a declaration of more than MAX_DECL_TOKENS tokens. One linear pass."""
+    line, line_start, depth, tokens, decl_at = 1, 0, 0, 0, (1, 1)
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok == "\n":
+            line, line_start = line + 1, m.end()
+            continue
+        col = m.start() - line_start + 1
+        if tok in _DECL_KEYWORD:
+            tokens, decl_at = 0, (line, col)
+        tokens += 1
+        if tok in "([":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise PolError([errors.too_deep(ast.Span(file, line, col, line, col + 1), MAX_DEPTH)], text)
+        elif tok in ")]":
+            depth = max(0, depth - 1)
+        if tokens > MAX_DECL_TOKENS:
+            at = ast.Span(file, decl_at[0], decl_at[1], decl_at[0], decl_at[1] + 1)
+            raise PolError([errors.limit_exceeded(at, f"This declaration has more than {MAX_DECL_TOKENS} tokens",
+                                                  f"{MAX_DECL_TOKENS} tokens per declaration")], text)
+
+
 def parse_program(text: str, file: str = "<string>") -> ast.Program:
     """Parse Pol source text. Raises `PolError` with a located diagnostic on bad syntax."""
     if text.startswith("\ufeff"):  # a byte-order mark some editors write; not a column
         text = text[1:]
+    text = normalize_newlines(text)
+    if len(text) > MAX_SOURCE_CHARS:
+        raise PolError([errors.limit_exceeded(ast.Span(file, 1, 1, 1, 2), f"This file has {len(text)} characters",
+                                              f"{MAX_SOURCE_CHARS} characters (1 MiB) per file")], text)
+    _prescan(text, file)
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as e:
@@ -264,6 +316,8 @@ def parse_program(text: str, file: str = "<string>") -> ast.Program:
     try:
         decls = _Builder(file).transform(tree)
     except VisitError as e:  # lark wraps whatever the transformer raised
+        if isinstance(e.orig_exc, PolError):
+            raise PolError(e.orig_exc.diagnostics, text) from None
         raise e.orig_exc from None
     return ast.Program(tuple(decls), _comments(text, file), file, text)
 
