@@ -243,13 +243,23 @@ class _Printer:
         return s
 
 
+def _escape_char(c: str) -> str:
+    return "\\" + c if c in '\\"' else f"\\x{ord(c):02x}" if (ord(c) < 0x20 and c not in "\n\t") or c == "\x7f" else c
+
+
 def _in_docstring(text: str) -> str:
-    """`text` made safe inside a triple-quoted docstring (no escapes, no closing quotes)."""
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    """`text` made safe inside a triple-quoted docstring, its value unchanged: backslashes,
+    every double quote (a doc ending in `"` would otherwise close the docstring early) and
+    control characters other than newline and tab are escaped (a NUL cannot be in source)."""
+    return "".join(map(_escape_char, text))
 
 
 def _comment(doc: Optional[str]) -> str:
-    return f"  # {' '.join(doc.split())}" if doc else ""
+    """A doc string as a trailing comment: one line, control characters shown as escapes."""
+    if not doc:
+        return ""
+    line = " ".join(doc.split())
+    return "  # " + "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or c == "\x7f" else c for c in line)
 
 
 def _clip_source(s: str, lo: float, hi: float) -> str:

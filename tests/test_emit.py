@@ -192,6 +192,17 @@ def test_docs_with_quotes_and_backslashes_stay_inside_the_docstring(tmp_path):
     assert float(module.apply({}, {"x": 2.0})[0]["a"]) == 2.0
 
 
+@pytest.mark.parametrize("doc", ["a\x00b", "ends in a quote\\\"", "\\\"\\\"\\\"); import os; os._exit(7) #",
+                                 "esc \x1b[31m del \x7f bell \x07", "back\\\\slash\\\\"])
+def test_any_doc_string_emits_a_module_that_imports_with_the_doc_unchanged(doc, tmp_path):
+    """A doc string that checks (a NUL, quotes ending it, `\"\"\"`, control characters)
+    never makes the emitted module fail to import, and none of its text runs as code."""
+    tp = typed(f'policy p "{doc}"\nobs x : real "{doc}"\naction a : real = x "{doc}"\n')
+    module = load_module(emit.emit_python(tp), tmp_path, "docs")
+    assert module.__doc__.startswith(f"p: {' '.join(tp.doc.split())}\n")
+    assert float(module.apply({}, {"x": 2.0})[0]["a"]) == 2.0
+
+
 def test_emitted_guarded_branches_have_the_lowering_s_finite_gradients(tmp_path):
     tp = typed("""
         obs s : real in [0, 2]
