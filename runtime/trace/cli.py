@@ -32,8 +32,8 @@ def cmd_demos(args: argparse.Namespace) -> int:
     from ..io.table import TableWriter
 
     spec = rc.env_spec(args.env)
-    if args.from_parquet:
-        return _demos_from_parquet(args, spec)
+    if args.from_parquet or args.from_minari:
+        return _demos_imported(args, spec)
     if args.expert:
         import dataclasses
 
@@ -75,28 +75,32 @@ def cmd_demos(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demos_from_parquet(args: argparse.Namespace, spec: Any) -> int:
-    """`polc demos ENV --from-parquet FILE`: a user's table as a demonstration."""
+def _demos_imported(args: argparse.Namespace, spec: Any) -> int:
+    """`polc demos ENV --from-parquet FILE` (a user's table) or `--from-minari DATASET` (a local
+    Minari dataset) as a demonstration."""
     from polc import __version__
 
     from .demos import demo_columns
-    from .imported import TableImportError, read_user_table
+    from .imported import TableImportError, read_minari, read_user_table
     from ..io.table import TableWriter
 
+    flag, source = ("--from-parquet", args.from_parquet) if args.from_parquet else ("--from-minari", args.from_minari)
+    if args.from_parquet and args.from_minari:
+        raise UsageError("polc: give --from-parquet or --from-minari, not both.")
     if args.expert or args.perturb is not None:
-        raise UsageError("polc: --from-parquet takes the actions from the table; give no --expert or --perturb.")
+        raise UsageError(f"polc: {flag} takes the actions from the data; give no --expert or --perturb.")
     meta = {"kind": "demonstration", "polc_version": __version__, "env": rc.env_meta(spec), "seeds": [],
-            "source": {"parquet": args.from_parquet},
-            "command": f"polc demos {args.env} --from-parquet {shlex.quote(args.from_parquet)} -o {args.output}"}
+            "source": {"parquet" if args.from_parquet else "minari": source},
+            "command": f"polc demos {args.env} {flag} {shlex.quote(source)} -o {args.output}"}
+    episodes = read_user_table(spec.schema, source) if args.from_parquet else read_minari(spec, source)
     writer = TableWriter(args.output, demo_columns(spec.schema), meta)
     try:
         with rc.writing(writer):
-            for columns in read_user_table(spec.schema, args.from_parquet):
+            for columns in episodes:
                 writer.write_episode(columns)
     except TableImportError as e:
         raise UsageError(f"polc: {e}.") from None
-    print(f"wrote {args.output}: {writer.episodes} episode(s), {writer.rows} steps from {args.from_parquet}",
-          file=sys.stderr)
+    print(f"wrote {args.output}: {writer.episodes} episode(s), {writer.rows} steps from {source}", file=sys.stderr)
     return 0
 
 
@@ -206,6 +210,9 @@ def register(sub: Any) -> None:
     c.add_argument("--from-parquet", metavar="FILE",
                    help="no expert: convert your own table, its columns named as the schema says "
                         "(obs.NAME / action.NAME or NAME; optional episode, reward, terminated, truncated)")
+    c.add_argument("--from-minari", metavar="DATASET",
+                   help="no expert: a locally installed Minari dataset of this environment (never downloaded), "
+                        "its observations and actions named by the schema")
     c.add_argument("--episodes", type=int, default=1, help="how many episodes, one seed each (default 1)")
     c.add_argument("--seed", type=int, default=0, help="seed of the first episode (demonstration seeds: 0..999)")
     c.add_argument("--perturb", metavar="SIGMA",
