@@ -18,6 +18,7 @@ from .typed import BOOL, REAL, Type
 # The most elements any one value may have (an 84x84x3 image fits): beyond it the
 # analysis and the reference interpreter would allocate without bound.
 MAX_ELEMENTS = 1 << 16
+MAX_NDIM = 32  # as parse.MAX_NDIM for declared types
 # The widest MLP layer.
 MAX_LAYER = 1 << 14
 
@@ -71,6 +72,9 @@ class ExprChecker:
         x = method(e)
         if math.prod(x.type.shape) > MAX_ELEMENTS:
             self.fail(errors.too_large(e.span, x.type.shape, MAX_ELEMENTS))
+        if len(x.type.shape) > MAX_NDIM:  # vector literals nested 65 deep: numpy stops at 64
+            self.fail(errors.limit_exceeded(e.span, f"This value has {len(x.type.shape)} dimensions",
+                                            f"{MAX_NDIM} dimensions"))
         return x
 
     def expr_Number(self, e: ast.Number) -> T.TExpr:

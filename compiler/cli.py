@@ -28,6 +28,7 @@ import os
 import sys
 from typing import Callable, Optional, Sequence
 
+from .ast import Span
 from .diagnostics import Diagnostic, InternalCompilerError, PolError, dumps, render_all
 from .files import write_atomic  # noqa: F401  (re-exported: `from polc.cli import write_atomic`)
 
@@ -71,7 +72,7 @@ def _load(path: str, analyze: bool = True):
 
 def _unreadable(path: str, why: str) -> Diagnostic:
     """`polc check --format json` reports an unreadable file as a diagnostic too (code E0000)."""
-    return Diagnostic(severity="error", code="E0000", phase="Input", span=None,
+    return Diagnostic(severity="error", code="E0000", phase="Input", span=Span(path, 1, 1, 1, 2),
                       message=why, hint="pass the path of a UTF-8 .pol file")
 
 
