@@ -220,3 +220,16 @@ def test_metric_table_errors(tmp_path, table, message):
     schema.write_text(SCHEMA + table)
     with pytest.raises(SchemaFileError, match=re.escape(message)):
         resolve(str(schema))
+
+
+def test_eval_scores_a_users_expert_as_it_scores_a_policy(capsys):
+    import json
+
+    code, out, err = polc(capsys, "eval", "--expert", "gym_test_envs:expert", "--env", DICT_ENV, "--episodes", "3",
+                          "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["policy"] == "expert gym_test_envs:expert"
+    assert [s["seed"] for s in result["per_seed"]] == [10000, 10001, 10002]
+    code, _, err = polc(capsys, "eval", "--expert", "gym_test_envs:no_such", "--env", DICT_ENV, "--episodes", "1")
+    assert code in (1, 2) and "no_such" in err

@@ -182,7 +182,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with rc.episode_progress("eval", len(seeds), args.quiet or args.json) as bar:
         progress = lambda ep: bar.episode(f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
         if args.expert:
-            result, what = evaluate_expert(spec, seeds, progress), {"policy": "expert"}
+            if isinstance(args.expert, str):  # a user's expert, loaded now (a bad reference fails here)
+                import dataclasses
+
+                from ..envs.user_expert import UserExpertFactory
+
+                spec = dataclasses.replace(spec, _expert=UserExpertFactory(args.expert))
+            result = evaluate_expert(spec, seeds, progress)
+            what = {"policy": "expert" if args.expert is True else f"expert {args.expert}"}
         else:
             policy = rc.compile_policy(args.file)
             params = rc.params_for(policy, args.params)
@@ -236,7 +243,9 @@ def register(sub: Any) -> None:
     c = sub.add_parser("eval", help="mean ± std score over unseen seeds, the share solved and the success "
                                     "rate where the environment defines them")
     rc.runner_flags(c, file_optional=True)
-    c.add_argument("--expert", action="store_true", help="evaluate the environment's expert instead of a policy")
+    c.add_argument("--expert", nargs="?", const=True, metavar="FILE.py:FUNCTION",
+                   help="evaluate an expert instead of a policy: the environment's own, or yours (a function of "
+                        "the observation dict that returns the action dict, as for polc demos --expert)")
     # The same spelling as demos and rollout; --seeds and --seed-start stay as aliases.
     c.add_argument("--episodes", "--seeds", dest="episodes", type=int, default=10,
                    help="how many episodes, one unseen seed each (default 10; the field reports 100: CarRacing "
