@@ -19,12 +19,14 @@ and rewritten from it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import tempfile
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
+
+from polc.files import write_atomic
 
 FORMAT = 1
 NAME = "checkpoint.npz"
@@ -56,18 +58,9 @@ def save(directory: str, state: TrainState, meta: dict) -> str:
         arrays.update({f"b/{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state.best))})
     doc = dict(meta, format=FORMAT, updates=state.updates, resets=state.resets, elapsed=state.elapsed)
     arrays["meta"] = np.asarray(json.dumps(doc))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + NAME + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_atomic(path, buffer.getvalue())  # the one atomic writer every file of polc goes through
     return path
 
 
