@@ -43,6 +43,9 @@ Env = MutableMapping[str, Abs]
 _ARITH = {"add": I.add, "sub": I.sub, "mul": I.mul, "pow": I.power}
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_TINY = float(np.finfo(np.float32).tiny)
+
 class _Narrowed(ChainMap):
     """The environment inside a branch of a selection, with the names its condition narrows.
 
@@ -84,6 +87,7 @@ class Pass:
         self.means: dict[str, Abs] = {}
         self.stds: dict[str, Abs] = {}
         self.diagnostics: list[Diagnostic] = []
+        self.f32_reported: set[int] = set()  # ids of nodes whose float32 overflow is already reported
         self.memo: dict[object, tuple[Abs, bool]] = {}
         self.evaluated = 0
 
@@ -180,7 +184,41 @@ class Pass:
         self.evaluated += 1
         out = self.evaluate(e, env)
         self.memo[key] = (out, self.report)
+        if self.report:
+            self.float32_check(e, out)
         return out
+
+    def float32_check(self, e: T.TExpr, out: Abs) -> None:
+        """Policies run in float32: a constant or a bounded result past its largest finite value
+        is inf there (and then NaN); a constant below its smallest normal number is 0 or a
+        subnormal, so dividing by it overflows. An unbounded input's infinite interval is not
+        reported: only what the declared ranges themselves make overflow."""
+        reported = self.f32_reported  # one warning per overflowing chain
+        if isinstance(e, T.Const):
+            if isinstance(e.value, bool):
+                return
+            v = np.abs(np.asarray(e.value, dtype=float))
+            if np.any(np.isfinite(v) & (v > _F32_MAX)):
+                self.emit(errors.float32_range(e.span, self.text(e), "is beyond float32's largest value, so it is inf"))
+            elif np.any((v > 0) & (v < _F32_TINY)):
+                self.emit(errors.float32_range(e.span, self.text(e), "is below float32's smallest normal number, "
+                                                                  "so it is 0 or a subnormal"))
+            else:
+                return
+            reported.add(id(e))
+            return
+        if e.type.base == T.BOOL or not isinstance(e, (T.Binary, T.Unary, T.Apply, T.Reduce)):
+            return
+        children = [getattr(e, a, None) for a in ("l", "r", "x")] + list(getattr(e, "args", ()))
+        if any(id(c) in reported for c in children if c is not None):
+            reported.add(id(e))
+            return
+        lo, hi = np.asarray(out.iv.lo, dtype=float), np.asarray(out.iv.hi, dtype=float)
+        past = (np.isfinite(lo) & (lo < -_F32_MAX)) | (np.isfinite(hi) & (hi > _F32_MAX))
+        if np.any(past):
+            self.emit(errors.float32_range(e.span, self.text(e), f"may reach {out.iv}, beyond float32's "
+                                                              "largest value, so it overflows to inf"))
+            reported.add(id(e))
 
     def evaluate(self, e: T.TExpr, env: Mapping[str, Abs]) -> Abs:
         """The rule for one node (its operands through `expr`)."""

@@ -476,6 +476,12 @@ def power_domain(span: Span, interval: str) -> Diagnostic:
                  "or use a whole-number exponent such as `x ^ 2`.")
 
 
+def float32_range(span: Span, text: str, what: str) -> Diagnostic:
+    return _warn("W0410", "Analysis", span, f"`{text}` {what}.",
+                 "Policies compute in float32 (largest value about 3.4e38, smallest normal 1.2e-38): "
+                 "rescale the constant or bound the operands, e.g. with `clip(x, lo, hi)`.")
+
+
 def intent_proved_info(span: Span, claim: str) -> Diagnostic:
     """Not an error or warning: used by `polc check --verbose` to list proved intents."""
     return Diagnostic("note", "I0408", "Analysis", span, f"The intent `{claim}` is proved.")

@@ -283,3 +283,27 @@ def test_scalar_clip_and_select_compute_what_their_array_form_computes(a, b, c, 
     k = Interval(min(cond, 0.5), max(cond, 0.5)) if cond != 0.5 else Interval.boolean()
     assert _same(I.select(k, ia, ib), I.select(_as_array(k), _as_array(ia), _as_array(ib)))
     assert _same(I.logic("and", k, Interval.boolean()), I.logic("and", _as_array(k), _as_array(Interval.boolean())))
+
+
+@pytest.mark.parametrize("source,found", [
+    ("obs x : real in [1, 2]\naction a : real = x * 1e308 * 10\n", "1e308"),
+    ("obs x : real\naction a : real = x / 4.9e-324\n", "4.9e-324"),
+    ("obs x : real in [0, 1e30]\naction a : real = x * x\n", "x * x"),
+    ("obs x : real in [0, 100]\naction a : real = exp(x)\n", "exp(x)"),
+])
+def test_float32_overflow_and_underflow_warn_naming_the_expression(source, found):
+    import polc
+
+    warned = [d for d in polc.loads(source).warnings if d.code == "W0410"]
+    assert len(warned) == 1 and warned[0].message.startswith(f"`{found}`"), warned
+
+
+@pytest.mark.parametrize("source", [
+    "obs x : real\naction a : real = x * 1e30 + 1e-30\n",  # unbounded input: no claim about overflow
+    "obs x : real in [-1, 1]\naction a : real = exp(x) * 1e38 / 10\n",
+    "obs x : real in [0, 1]\naction a : real = x / 1e-37\n",
+])
+def test_float32_safe_programs_do_not_warn(source):
+    import polc
+
+    assert not [d for d in polc.loads(source).warnings if d.code == "W0410"]
