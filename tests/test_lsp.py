@@ -214,6 +214,15 @@ def test_hover_on_a_weight_shows_its_constraint_initial_value_and_doc(lsp):
     assert "speed change per unit of rear-wheel slip (speed-reducing)" in shown
 
 
+def test_hover_on_a_weight_shows_its_prior(lsp, tmp_path):
+    text = CAR.read_text(encoding="utf-8").replace(
+        "weight k_center  : real >= 0 = 0.3", "weight k_center  : real >= 0 = 0.3 ~ half_normal(0.5)")
+    assert "half_normal(0.5)" in text
+    uri = lsp.open(text, tmp_path / "prior.pol")
+    shown = hover(lsp, uri, position_of(text, "k_center * offset", 1))
+    assert "prior: `half_normal(" in shown and "constraint: `>= 0`" in shown
+
+
 def test_hover_on_a_latent_shows_its_proved_range_and_sign(lsp):
     text = CAR.read_text(encoding="utf-8")
     uri = lsp.open(text, CAR)
