@@ -406,7 +406,7 @@ class _Checker(ExprChecker):
         target = c.target
         kind = self.kinds.get(target.id)
         if kind is None:
-            self.error(errors.undefined_name(target.span, target.id, self.kinds.keys()))
+            self.error(errors.undefined_name(target.span, target.id, self.kinds, prefer=("latent", "action")))
             return None
         if kind not in ("latent", "action"):
             self.error(errors.bad_expect_target(target.span, target.id, f"an {kind}" if kind == "obs" else f"a {kind}"))
@@ -417,7 +417,7 @@ class _Checker(ExprChecker):
         if isinstance(c, ast.MonoClaim):
             vkind = self.kinds.get(c.var.id)
             if vkind is None:
-                self.error(errors.undefined_name(c.var.span, c.var.id, self.kinds.keys()))
+                self.error(errors.undefined_name(c.var.span, c.var.id, self.kinds, prefer=("obs", "weight")))
                 return None
             if c.var.id not in self.ancestors(target.id):
                 self.warnings.append(errors.mono_unrelated(c.span, target.id, c.var.id))

@@ -90,7 +90,7 @@ class ExprChecker:
                 self.fail(errors.not_a_value(e.span, e.id, "policy"))
             if e.id in FUNCTIONS:
                 self.fail(errors.not_a_value(e.span, e.id, "function"))
-            self.fail(errors.undefined_name(e.span, e.id, self.kinds.keys()))
+            self.fail(errors.undefined_name(e.span, e.id, self.kinds))
         if e.id in self.poisoned or e.id not in self.types:
             raise _Poison()
         return T.Ref(e.id, kind, self.types[e.id], e.span)

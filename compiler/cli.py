@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -70,9 +71,25 @@ def _load(path: str, analyze: bool = True):
 # ---- commands -----------------------------------------------------------------------
 
 
+def _undecodable_at(path: str) -> Optional[Span]:
+    """Where a file that exists stops being UTF-8 (line and column as editors count them), or None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = re.split(r"\r\n|\r|\n", data[:e.start].decode("utf-8"))
+        line, column = len(before), len(before[-1]) + 1
+        return Span(path, line, column, line, column + 1)
+    except OSError:
+        return None
+    return None
+
+
 def _unreadable(path: str, why: str) -> Diagnostic:
-    """`polc check --format json` reports an unreadable file as a diagnostic too (code E0000)."""
-    return Diagnostic(severity="error", code="E0000", phase="Input", span=Span(path, 1, 1, 1, 2),
+    """`polc check --format json` reports an unreadable file as a diagnostic too (code E0000),
+    located at the first byte that is not UTF-8 when there is one."""
+    return Diagnostic(severity="error", code="E0000", phase="Input", span=_undecodable_at(path),
                       message=why, hint="pass the path of a UTF-8 .pol file")
 
 

@@ -122,17 +122,46 @@ def limit_exceeded(span: Span, what: str, limit: str) -> Diagnostic:
 # ---- E01xx: names and structure ---------------------------------------------
 
 
-def undefined_name(span: Span, name: str, candidates: Iterable[str]) -> Diagnostic:
-    near = closest(name, candidates)
+_KIND_PHRASE = {"obs": "an observation", "weight": "a weight", "latent": "a latent", "action": "an action"}
+
+
+def _parts(name: str) -> list[str]:
+    return [p for p in name.lower().split("_") if p]
+
+
+def _typo_of(name: str, near: str) -> bool:
+    """Whether `name` reads as a misspelling of `near`, not a new value named after it:
+    `k_gas` extends `gas` (a gain for it) and `wheel_speed` is another speed than
+    `target_speed`; `sllip` and `target_sped` are typos."""
+    a, b = _parts(name), _parts(near)
+    if "".join(a) == "".join(b):  # `targetspeed`, `Target_Speed`
+        return True
+    if len(a) != len(b):  # a word added or dropped: `k_gas`, `gas_max`
+        return False
+    differing = [(x, y) for x, y in zip(a, b) if x != y]
+    return all(min(len(x), len(y)) <= 1 or difflib.SequenceMatcher(None, x, y).ratio() >= 0.6
+               for x, y in differing)
+
+
+def undefined_name(span: Span, name: str, candidates, prefer: Sequence[str] = ()) -> Diagnostic:
+    """`candidates` maps each declared name to its kind ("obs", "weight", "latent", "action");
+    a suggestion of a kind in `prefer` (what fits where the name is used) wins over others."""
+    kinds = dict(candidates) if hasattr(candidates, "items") else {c: "" for c in candidates}
+    close = [c for c in difflib.get_close_matches(name, list(kinds), n=5, cutoff=0.6) if _typo_of(name, c)]
+    if prefer:
+        close.sort(key=lambda c: kinds[c] not in prefer)  # stable: closest first within each group
+    near = close[0] if close else None
     msg = f'Name "{name}" is not declared.'
     declare = (f"`obs {name} : real` for an input, `weight {name} : real = 0` for a fitted constant, "
                f"or `latent {name} = ...` for a computed value")
-    if near and len(name) <= 4:  # `k_p` vs `k_d`: a short name is as likely new as misspelled
+    if near is None:
+        return _err("E0101", "Semantic", span, msg, f"Declare it: {declare}.")
+    what = f' ({_KIND_PHRASE[kinds[near]]})' if kinds[near] in _KIND_PHRASE else ""
+    if len(name) <= 4:  # `k_p` vs `k_d`: a short name is as likely new as misspelled
         return _err("E0101", "Semantic", span, msg + f' Did you mean "{near}"?',
-                    f"If it is a new value, declare it: {declare}.")
-    if near:
-        return _err("E0101", "Semantic", span, msg + f' Did you mean "{near}"?')
-    return _err("E0101", "Semantic", span, msg, f"Declare it: {declare}.")
+                    f'Did you mean "{near}"{what}? If it is a new value, declare it: {declare}.')
+    return _err("E0101", "Semantic", span, msg + f' Did you mean "{near}"?',
+                f'Did you mean "{near}"{what}? Write "{near}" in place of "{name}".')
 
 
 def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
@@ -182,7 +211,8 @@ def unknown_function(span: Span, name: str, known: Iterable[str]) -> Diagnostic:
     # A stricter cutoff than for names: `softmax` is not `softplus`.
     near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     if near:
-        return _err("E0106", "Semantic", span, msg + f' Did you mean "{near[0]}"?', listing)
+        return _err("E0106", "Semantic", span, msg + f' Did you mean "{near[0]}"?',
+                    f'Did you mean "{near[0]}"? ' + listing)
     return _err("E0106", "Semantic", span, msg, listing)
 
 
@@ -388,7 +418,8 @@ def unknown_prior(span: Span, name: str, known: Sequence[str]) -> Diagnostic:
     listing = "Prior families: " + ", ".join(f"`{k}`" for k in known) + "."
     near = closest(name, known)
     if near:
-        return _err("E0307", "Semantic", span, f'"{name}" is not a prior family. Did you mean "{near}"?', listing)
+        return _err("E0307", "Semantic", span, f'"{name}" is not a prior family. Did you mean "{near}"?',
+                    f'Did you mean "{near}"? ' + listing)
     return _err("E0307", "Semantic", span, f'"{name}" is not a prior family.', listing)
 
 

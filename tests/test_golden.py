@@ -153,3 +153,23 @@ def test_every_golden_code_has_a_constructor():
 def test_codes_are_unique_per_constructor():
     codes = list(constructors().values())
     assert len(codes) == len(set(codes))
+
+
+@pytest.mark.parametrize("source,name,suggests", [
+    ("obs slip : real\naction a : real = sllip", "sllip", "slip"),
+    ("obs target_speed : real\naction a : real = targetspeed", "targetspeed", "target_speed"),
+    ("obs speed : real\naction gas : real = k_gas * speed", "k_gas", None),  # a new gain, not the action
+    ("obs v : real\nlatent target_speed = 2 * v\naction a : real = wheel_speed - target_speed", "wheel_speed", None),
+    ("obs wheel_speed : real\nlatent wheel_sped = wheel_speed\naction a : real = wheel_sped\n"
+     "expect a increasing in wheel_spee", "wheel_spee", "wheel_speed"),  # an intent's variable is an input
+])
+def test_did_you_mean_is_in_the_hint_and_only_for_a_typo(source, name, suggests):
+    from polc import PolError, loads
+
+    with pytest.raises(PolError) as e:
+        loads(source)
+    d = next(d for d in e.value.diagnostics if d.code == "E0101")
+    if suggests is None:
+        assert "Did you mean" not in d.message and d.hint.startswith("Declare it") and f"`weight {name}" in d.hint
+    else:
+        assert d.message.endswith(f'Did you mean "{suggests}"?') and d.hint.startswith(f'Did you mean "{suggests}"')

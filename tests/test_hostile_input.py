@@ -97,10 +97,15 @@ def test_encodings_and_line_ends(encoding, family, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("text", [b"", b"   \n\t\n", b"\xef\xbb\xbf", b"# only a comment\n", b"\r\r\r",
-                                  b"\x00" * 10, bytes(range(256))])
+                                  b"\x00" * 10, b"\xff\xfe"])
 def test_empty_and_binary_files_are_located_at_1_1(text, tmp_path, capsys):
     diags = assert_sound(*run_check(tmp_path, text, capsys=capsys))
     assert diags and diags[0]["span"]["line"] == 1 and diags[0]["span"]["column"] == 1
+
+
+def test_a_non_utf8_file_is_located_at_its_first_bad_byte(tmp_path, capsys):
+    (d,) = assert_sound(*run_check(tmp_path, b"obs o : real\r\naction a : real = o # caf\xe9\n", capsys=capsys))
+    assert (d["code"], d["span"]["line"], d["span"]["column"]) == ("E0000", 2, 26)
 
 
 def test_text_format_has_no_traceback_either(tmp_path, capsys):
