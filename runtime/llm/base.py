@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 DEFAULT_TIMEOUT = 600.0  # seconds for one LLM call, every attempt and backoff included
 
@@ -40,12 +40,16 @@ class Message:
 @dataclass(frozen=True)
 class Reply:
     """What the model answered and what it cost: tokens as the provider counts them (output
-    includes any thinking tokens), `seconds` of wall time for the whole call with retries."""
+    includes any thinking tokens), `seconds` of wall time for the whole call with retries.
+    `reasoning_tokens` (the part of output spent thinking) and `cached_input_tokens` (the
+    part of input served from the provider's cache) are None where it does not say."""
 
     text: str
     input_tokens: int
     output_tokens: int
     seconds: float
+    reasoning_tokens: Optional[int] = None
+    cached_input_tokens: Optional[int] = None
 
 
 class Backend(Protocol):
@@ -61,11 +65,11 @@ class LLMError(Exception):
 
 
 class UnknownBackend(LLMError):
-    """The backend spec is neither gemini:MODEL nor replay:DIR."""
+    """The backend spec is not one `make_backend` knows (gemini:, openai:, anthropic:, replay:)."""
 
 
 class MissingKey(LLMError):
-    """Neither GEMINI_API_KEY nor GOOGLE_API_KEY is set."""
+    """The provider's API key variable (GEMINI_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set."""
 
 
 class BadKey(LLMError):
