@@ -161,3 +161,51 @@ def test_connection_refused():
             backend(url, attempts=1).complete(PROMPT)
     finally:
         closed.close()
+
+
+# ---- polc refine against the fake server ----
+
+from refine_helpers import ANALYSIS, STOP, fits_once, revise, task  # noqa: E402,F401 - fixtures
+
+
+def test_refine_on_the_toy_task_through_an_openai_compatible_server(task, tmp_path, monkeypatch, capsys):
+    import json
+
+    from polc.cli import main
+
+    replies = [ANALYSIS, revise(), ANALYSIS, STOP]
+    script = [(200, ok_body(text, prompt=1000 + i, completion=10 + i, reasoning=i), 0)
+              for i, text in enumerate(replies)]
+    monkeypatch.delenv("OPENAI_API_KEY")  # a local server: no key needed
+    run = tmp_path / "run"
+    with FakeAPI(script) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+        code = main(["refine", str(task), "-o", str(run), "--llm", "openai:fake", "--llm-option", "seed=7",
+                     "--quick", "-q"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert len(fake.requests) == len(replies) and not fake.script
+    assert all(r["body"]["model"] == "fake" and r["body"]["seed"] == 7 for r in fake.requests)
+    config = json.loads((run / "run.json").read_text())
+    assert (config["llm"], config["llm_kind"], config["llm_options"]) == ("openai:fake", "openai", {"seed": "7"})
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["llm"] == "openai:fake" and summary["status"] == "the model chose STOP"
+    totals = summary["totals"]
+    assert (totals["llm_calls"], totals["input_tokens"], totals["output_tokens"]) == (4, 4006, 46)
+    assert [(r["llm"]["input_tokens"], r["llm"]["output_tokens"]) for r in summary["rounds"]] == [(2001, 21), (2005, 25)]
+    exchanges = [json.loads(line) for line in (run / "exchanges.jsonl").read_text().splitlines()]
+    assert [(e["model"], e["input_tokens"], e["output_tokens"]) for e in exchanges] == [
+        ("openai:fake", 1000 + i, 10 + i) for i in range(4)]
+    assert [e["reply"] for e in exchanges] == replies
+
+
+def test_refine_refuses_bad_llm_options(task, tmp_path, capsys):
+    from polc.cli import main
+
+    for option, message in (("seed", "takes KEY=VALUE"), ("colour=red", "unknown LLM option 'colour'")):
+        assert main(["refine", str(task), "-o", str(tmp_path / "r"), "--llm", "openai:fake",
+                     "--llm-option", option, "-q"]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["refine", str(task), "-o", str(tmp_path / "r"), "--llm", "gemini:x", "--llm-option", "seed=0"]) == 2
+    assert "applies to --llm openai:MODEL and anthropic:MODEL" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

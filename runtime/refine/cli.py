@@ -1,13 +1,15 @@
 """`polc generate` and `polc refine` (registered by `polc.runtime.commands`).
 
-    polc generate TASK.md --env car_racing -o initial.pol [--llm gemini:MODEL]
-    polc refine TASK_DIR [--rounds 6] [--llm SPEC] [--feedback analysis|table|none]
+    polc generate TASK.md --env car_racing -o initial.pol [--llm SPEC]
+    polc refine TASK_DIR [--rounds 6] [--llm SPEC] [--llm-option KEY=VALUE]... [--feedback analysis|table|none]
                 [-o runs/NAME] [--quick]
     polc refine --resume runs/NAME
 
 Without --llm a run uses Gemini (gemini-2.5-flash) when GEMINI_API_KEY or GOOGLE_API_KEY
-is set, and otherwise the task's bundled scripted session, saying so plainly. Nothing
-heavy is imported until a command runs.
+is set, and otherwise the task's bundled scripted session, saying so plainly. SPEC is
+gemini:MODEL, openai:MODEL (OPENAI_API_KEY, OPENAI_BASE_URL: any OpenAI-compatible
+server), anthropic:MODEL (ANTHROPIC_API_KEY), replay:DIR or manual:DIR (docs/llm.md).
+Nothing heavy is imported until a command runs.
 
 Each LLM call has one wall-clock limit over all its attempts, `--llm-timeout SECONDS`
 (default 600, `polc.runtime.llm.DEFAULT_TIMEOUT`); a call that exceeds it (a provider that
@@ -69,7 +71,7 @@ def _new_run(args: argparse.Namespace):
         raise UsageError(f"polc: {e}.") from None
     if args.quick:
         settings = quick(settings)
-    choice = choose(args.llm, task.dir)
+    choice = _with_options(choose(args.llm, task.dir), args.llm_option)
     if choice.scripted:
         _verify_session(choice, settings)
     out = args.output or str(Path("runs") / default_name(task.dir))
@@ -78,8 +80,33 @@ def _new_run(args: argparse.Namespace):
         run = RunDir.create(out, write_config(settings, choice, task, command or f"polc refine {args.task}"))
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
-    run.update_config(llm_source=choice.source)
+    run.update_config(llm_source=choice.source, **({"llm_options": dict(choice.options)} if choice.options else {}))
     return run, task, settings, choice
+
+
+def _with_options(choice: Any, pairs: Any) -> Any:
+    """`choice` with the `--llm-option KEY=VALUE` pairs, checked against its backend."""
+    from dataclasses import replace
+
+    if not pairs:
+        return choice
+    options = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"polc: --llm-option takes KEY=VALUE (e.g. seed=0), not {pair!r}.")
+        options[key.strip()] = value.strip()
+    if choice.kind == "openai":
+        from ..llm.openai_backend import parse_options
+    elif choice.kind == "anthropic":
+        from ..llm.anthropic_backend import parse_options
+    else:
+        raise UsageError(f"polc: --llm-option applies to --llm openai:MODEL and anthropic:MODEL, not {choice.spec}.")
+    try:
+        parse_options(options)
+    except ValueError as e:
+        raise UsageError(f"polc: {e}.") from None
+    return replace(choice, options=tuple(options.items()))
 
 
 def _verify_session(choice: Any, settings: Any) -> None:
@@ -126,7 +153,11 @@ def _resumed_run(args: argparse.Namespace):
             settings = replace(settings, llm_timeout=args.llm_timeout)
         except ValueError as e:
             raise UsageError(f"polc: {e}.") from None
-    return run, task, settings, Choice(config["llm"], config["llm_kind"], config.get("llm_source"))
+    options = config.get("llm_options") or {}
+    if not isinstance(options, dict):
+        raise UsageError(f"polc: the llm_options in {run.path / 'run.json'} are not a JSON object.")
+    return run, task, settings, Choice(config["llm"], config["llm_kind"], config.get("llm_source"),
+                                       tuple((str(k), str(v)) for k, v in options.items()))
 
 
 def cmd_refine(args: argparse.Namespace) -> int:
@@ -235,8 +266,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
             if not has_key():
                 raise LLMError("polc generate needs a model: set GEMINI_API_KEY (or GOOGLE_API_KEY), or pass "
-                               "--llm gemini:MODEL, --llm replay:DIR or --llm manual:DIR.")
-        choice = choose(args.llm, path.parent)
+                               "--llm gemini:MODEL, openai:MODEL, anthropic:MODEL, replay:DIR or manual:DIR.")
+        choice = _with_options(choose(args.llm, path.parent), args.llm_option)
         spec = environment(env, Settings())
         record = Path(args.output).with_suffix(".generate")
         record.mkdir(parents=True, exist_ok=True)
@@ -288,7 +319,8 @@ def register(sub: Any) -> None:
     c.add_argument("task", help="the task description (Markdown), e.g. examples/car_racing/task.md")
     c.add_argument("--env", help="environment name (default: the task's `env:` header)")
     c.add_argument("-o", "--output", required=True, help="the .pol file to write")
-    c.add_argument("--llm", help="gemini:MODEL, replay:DIR or manual:DIR (default: gemini with a key)")
+    c.add_argument("--llm", help="gemini:MODEL, openai:MODEL, anthropic:MODEL, replay:DIR or manual:DIR "
+                                 "(default: gemini with a key; docs/llm.md)")
     c.add_argument("--max-repairs", type=int, default=5, help="repairs of a program failing polc check")
     _timeout_flag(c)
     c.set_defaults(func=cmd_generate)
@@ -299,7 +331,8 @@ def register(sub: Any) -> None:
                               "130 interrupted")
     c.add_argument("task", nargs="?", help="task folder with task.md, demo.parquet and initial.pol")
     c.add_argument("--rounds", type=int, default=6, help="rounds that end in a move of the model")
-    c.add_argument("--llm", help="gemini:MODEL, replay:DIR (a recorded run, strictly) or manual:DIR (you write "
+    c.add_argument("--llm", help="gemini:MODEL, openai:MODEL (OPENAI_BASE_URL: any OpenAI-compatible server), "
+                                 "anthropic:MODEL, replay:DIR (a recorded run, strictly) or manual:DIR (you write "
                                  "each reply as DIR/replies/NNN.md) (default: gemini-2.5-flash with GEMINI_API_KEY, "
                                  "else the task's scripted session)")
     c.add_argument("--feedback", choices=("analysis", "table", "none"), default="analysis",
@@ -316,6 +349,9 @@ def register(sub: Any) -> None:
 
 
 def _timeout_flag(c: Any) -> None:
+    c.add_argument("--llm-option", action="append", metavar="KEY=VALUE",
+                   help="a request parameter of openai:/anthropic: models, repeatable: openai takes "
+                        "temperature, top_p, seed, max_completion_tokens, reasoning_effort; anthropic max_tokens")
     c.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                    help="wall-clock limit of one LLM call over all its attempts (default 600); a call "
                         "that exceeds it stops the run")

@@ -93,12 +93,14 @@ class ManualBackend:
 
 @dataclass(frozen=True)
 class Choice:
-    """The model of a run: `spec` (recorded in run.json), `kind` ("gemini", "replay",
-    "scripted" or "manual"), and for a scripted session the file it plays."""
+    """The model of a run: `spec` (recorded in run.json), `kind` ("gemini", "openai",
+    "anthropic", "replay", "scripted" or "manual"), for a scripted session the file it
+    plays, and the `--llm-option` request parameters as (key, value) pairs."""
 
     spec: str
     kind: str
     source: Optional[str] = None
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def scripted(self) -> bool:
@@ -116,9 +118,9 @@ def choose(llm: Optional[str], task_dir: str | os.PathLike) -> Choice:
         kind, _, arg = llm.partition(":")
         if kind in ("scripted", "manual") and arg:
             return Choice(llm, kind, arg)
-        if kind not in ("gemini", "replay") or not arg:
+        if kind not in ("gemini", "openai", "anthropic", "replay") or not arg:
             raise LLMError(f"Unknown LLM backend {llm!r}: use gemini:MODEL (e.g. gemini:{DEFAULT_MODEL}), "
-                           "replay:DIR, scripted:DIR or manual:DIR.")
+                           "openai:MODEL, anthropic:MODEL, replay:DIR, scripted:DIR or manual:DIR.")
         return Choice(llm, kind, arg)
     if has_key():
         return Choice(f"gemini:{DEFAULT_MODEL}", "gemini", DEFAULT_MODEL)
@@ -136,7 +138,7 @@ def open_backend(choice: Choice, start: int = 0, timeout: float = DEFAULT_TIMEOU
         return TimeLimited(ScriptedBackend(choice.source, start), timeout)
     if choice.kind == "manual":
         return TimeLimited(ManualBackend(choice.source, start), timeout)
-    backend = make_backend(choice.spec, timeout=timeout)
+    backend = make_backend(choice.spec, timeout=timeout, options=dict(choice.options))
     if choice.kind == "replay":
         backend.inner.position = start
     return backend
