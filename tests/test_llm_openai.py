@@ -209,3 +209,41 @@ def test_refine_refuses_bad_llm_options(task, tmp_path, capsys):
     assert main(["refine", str(task), "-o", str(tmp_path / "r"), "--llm", "gemini:x", "--llm-option", "seed=0"]) == 2
     assert "applies to --llm openai:MODEL and anthropic:MODEL" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+# ---- polc llm check ----
+
+
+@pytest.fixture
+def polc_with_llm_check(monkeypatch):
+    """`polc.cli.main` with `polc llm check` registered (as polc.runtime.commands will)."""
+    from polc.cli import main
+    from polc.runtime import commands
+    from polc.runtime.llm import cli as llm_cli
+
+    register = commands.register
+    if "add_llm" not in vars(commands):  # until polc.runtime.commands registers it itself
+        monkeypatch.setattr(commands, "register", lambda sub: (register(sub), llm_cli.register(sub)))
+    return main
+
+
+def test_llm_check_reports_ok_and_each_failure(polc_with_llm_check, monkeypatch, capsys):
+    main = polc_with_llm_check
+    script = [(200, ok_body("ready", prompt=12, completion=3, reasoning=1), 0),
+              (401, error_body("Incorrect API key provided", code="invalid_api_key"), 0),
+              (404, error_body("The model `nope` does not exist", code="model_not_found"), 0)]
+    with FakeAPI(script) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+        assert main(["llm", "check", "--llm", "openai:fake", "--llm-option", "seed=1"]) == 0
+        out = capsys.readouterr().out
+        assert "openai:fake: OK in" in out and "12 input / 3 output tokens, 1 reasoning" in out
+        assert "it replied: 'ready'" in out
+        assert main(["llm", "check", "--llm", "openai:fake"]) == 1
+        assert "rejected the API key (401" in capsys.readouterr().err
+        assert main(["llm", "check", "--llm", "openai:nope"]) == 1
+        assert "does not know the model 'nope'" in capsys.readouterr().err
+    assert fake.requests[0]["body"]["seed"] == 1 and len(fake.requests) == 3
+    assert main(["llm", "check", "--llm", "openai:fake", "--llm-option", "colour=red"]) == 2
+    assert "unknown LLM option 'colour'" in capsys.readouterr().err
+    assert main(["llm", "check", "--llm", "ollama:qwen3"]) == 1
+    assert "Unknown LLM backend 'ollama:qwen3'" in capsys.readouterr().err
