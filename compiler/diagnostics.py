@@ -91,10 +91,11 @@ def _excerpt(span: Span, lines: Sequence[str], context: int = 1) -> list[str]:
     return out
 
 
-def render(diag: Diagnostic, source_text: Optional[str]) -> str:
-    """The stanc3-style text of one diagnostic."""
+def render(diag: Diagnostic, source_text: Optional[str], lines: Optional[Sequence[str]] = None) -> str:
+    """The stanc3-style text of one diagnostic (`lines`: `source_lines(source_text)`, if split already)."""
     out = [diag.heading()]
-    lines = source_lines(source_text) if source_text is not None else []
+    if lines is None:
+        lines = source_lines(source_text) if source_text is not None else []
     if diag.span is not None and lines and diag.span.line <= len(lines) + 1:
         out += _excerpt(diag.span, lines)
     out.append(diag.message)
@@ -106,7 +107,8 @@ def render(diag: Diagnostic, source_text: Optional[str]) -> str:
 
 
 def render_all(diags: Sequence[Diagnostic], source_text: Optional[str]) -> str:
-    return "\n\n".join(render(d, source_text) for d in diags)
+    lines = source_lines(source_text) if source_text is not None else []  # once: 5,000 warnings, one split
+    return "\n\n".join(render(d, source_text, lines) for d in diags)
 
 
 def to_json(diag: Diagnostic) -> dict:

@@ -174,3 +174,15 @@ def test_a_huge_program_is_refused_quickly_with_a_limit(family, tmp_path, capsys
     code, out = run_check(tmp_path, FAMILIES[family](100_000).encode(), capsys=capsys)
     diags = assert_sound(code, out)
     assert code == 1 and {d["code"] for d in diags} & {"E0005", "E0006"}
+
+
+def test_rendering_many_diagnostics_is_near_linear(tmp_path, capsys):
+    """Each of n warnings (unused latents) once split the whole source again: quadratic."""
+    def seconds(n: int) -> float:
+        t = time.perf_counter()
+        code, out = run_check(tmp_path, FAMILIES["decls"](n).encode(), fmt="text", capsys=capsys)
+        assert code == 0 and out.err.count("W0109") == n - 1
+        return time.perf_counter() - t
+
+    base = min(seconds(200) for _ in range(3))
+    assert seconds(4000) < 3 * 20 * max(base, 1e-3)
