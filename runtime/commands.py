@@ -13,6 +13,7 @@ from typing import Any
 from .diagnostics.cli import register as add_analyze  # polc analyze: built-in diagnostics, or your own code
 from .experiment.cli import register as add_experiment  # polc experiment: Table 1 / Figure 5 in one command
 from .il.cli import register as add_fit  # polc fit: imitation learning
+from .llm.cli import register as add_llm  # polc llm check: does the model answer?
 from .plot.cli import register as add_plot  # polc plot
 from .refine.cli import register as add_refine  # polc generate, polc refine: the refinement loop
 from .report.cli import register as add_report  # polc report: one web page of a run, an experiment or a trace
@@ -29,6 +30,7 @@ def register(sub: Any) -> None:
     add_plot(sub)
     add_analyze(sub)
     add_refine(sub)
+    add_llm(sub)
     add_rl(sub)
     add_experiment(sub)
     add_report(sub)
