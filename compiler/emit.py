@@ -11,6 +11,7 @@ inside `emit_python`/`emit_hlo` (through `lower`), so `emit_json` stays cheap.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import keyword
@@ -463,8 +464,14 @@ def _interval(v: Any) -> Any:
     return str(v)
 
 
+@functools.lru_cache(maxsize=2)
+def _lines_of(source: str) -> tuple[str, ...]:
+    """Split once per program, not once per node (a str caches its hash, so a lookup is O(1))."""
+    return tuple(source_lines(source))
+
+
 def _span(tp: TypedProgram, span) -> dict:
-    lines = source_lines(tp.source)
+    lines = _lines_of(tp.source)
     text = "\n".join(lines[span.line - 1: span.end_line]) if span.line <= len(lines) else ""
     return {"line": span.line, "column": span.column, "end_line": span.end_line,
             "end_column": span.end_column, "text": text}

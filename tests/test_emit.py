@@ -221,3 +221,18 @@ def test_emitted_guarded_branches_have_the_lowering_s_finite_gradients(tmp_path)
     assert np.isfinite(np.asarray(g_policy["k"]))
     np.testing.assert_allclose(g_module["k"], g_policy["k"], rtol=1e-6)
     assert "k / jnp.where(s > 0.0, s, 1.0)" in emit.emit_python(tp)
+
+
+def test_emit_json_is_near_linear_in_the_number_of_declarations():
+    """Each node's span once split the whole source again (a 20,000-latent chain: > 100 s)."""
+    import time
+
+    def seconds(n: int) -> float:
+        tp = typed("obs o : real\nlatent l0 = o\n" + "".join(f"latent l{i} = l{i - 1} + 1\n" for i in range(1, n))
+                   + f"action a : real = l{n - 1}\n")
+        t = time.perf_counter()
+        assert len(json.loads(emit.emit_json(tp))["nodes"]) >= n
+        return time.perf_counter() - t
+
+    base = min(seconds(200) for _ in range(3))
+    assert seconds(4000) < 3 * 20 * max(base, 1e-3)
