@@ -197,6 +197,11 @@ def test_refine_on_the_toy_task_through_an_openai_compatible_server(task, tmp_pa
     assert [(e["model"], e["input_tokens"], e["output_tokens"]) for e in exchanges] == [
         ("openai:fake", 1000 + i, 10 + i) for i in range(4)]
     assert [e["reply"] for e in exchanges] == replies
+    import argparse
+
+    from polc.runtime.refine.cli import _resumed_run
+    *_, choice = _resumed_run(argparse.Namespace(resume=str(run), llm_timeout=None))
+    assert (choice.spec, choice.kind, choice.options) == ("openai:fake", "openai", (("seed", "7"),))
 
 
 def test_refine_refuses_bad_llm_options(task, tmp_path, capsys):
