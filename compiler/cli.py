@@ -125,7 +125,7 @@ def _check_once(args: argparse.Namespace) -> int:
             if r.status == "proved":
                 diags.append(errors.intent_proved_info(r.intent.span, r.intent.text))
     if getattr(args, "env", None):
-        diags += _env_diagnostics(program, args.env)
+        diags += _env_diagnostics(program, args.env, args.schema, args.env_kwargs)
     _emit_diagnostics(diags, text, args.format)
     failed = any(d.is_error for d in diags) or (args.werror and any(d.severity == "warning" for d in diags))
     if args.format == "text" and not failed:
@@ -137,11 +137,24 @@ def _check_once(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _env_diagnostics(program, env: str) -> list[Diagnostic]:
+def _env_diagnostics(program, env: str, schema: Optional[str] = None, env_kwargs: Optional[str] = None
+                     ) -> list[Diagnostic]:
+    import json
+
+    kwargs = None
+    if env_kwargs is not None:
+        try:
+            kwargs = json.loads(env_kwargs)
+        except ValueError as e:
+            raise UsageError(f"polc: --env-kwargs is not valid JSON ({e}): {env_kwargs}") from None
+        if not isinstance(kwargs, dict):
+            raise UsageError(f"polc: --env-kwargs must be a JSON object of gymnasium.make arguments, not {env_kwargs}")
     try:
         mod = importlib.import_module("polc.runtime.envs")
     except ImportError:
         raise UsageError("polc: --env needs the polc runtime, which is not installed.") from None
+    if schema is not None or kwargs is not None:
+        return mod.check_against_gym(program.typed, env, schema, kwargs)
     return mod.check_against_env(program.typed, env)
 
 
@@ -250,7 +263,10 @@ def build_parser(with_runtime: bool = True) -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("text", "json"), default="text", help="diagnostics as text or JSON")
     c.add_argument("--werror", action="store_true", help="treat warnings as errors")
     c.add_argument("-v", "--verbose", action="store_true", help="also list the intents that were proved")
-    c.add_argument("--env", help="also check obs/action declarations against an environment's schema")
+    c.add_argument("--env", help="also check obs/action declarations against an environment's schema "
+                                 "(a name, gym:ID or an env.toml)")
+    c.add_argument("--schema", metavar="FILE.toml", help="with --env gym:ID: the schema file naming its components")
+    c.add_argument("--env-kwargs", metavar="JSON", help="with --env gym:ID: keyword arguments of gymnasium.make")
     c.add_argument("--watch", action="store_true", help="check again every time the file is saved (Ctrl-C stops)")
     c.set_defaults(func=cmd_check)
 

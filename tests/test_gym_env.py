@@ -233,3 +233,18 @@ def test_eval_scores_a_users_expert_as_it_scores_a_policy(capsys):
     assert [s["seed"] for s in result["per_seed"]] == [10000, 10001, 10002]
     code, _, err = polc(capsys, "eval", "--expert", "gym_test_envs:no_such", "--env", DICT_ENV, "--episodes", "1")
     assert code in (1, 2) and "no_such" in err
+
+
+def test_check_takes_the_schema_file_as_every_other_command_does(tmp_path, pol, capsys):
+    """`polc check --env gym:ID --schema lander.toml P.pol`, the issue's own command."""
+    schema = tmp_path / "mine.toml"  # not beside the .pol: only --schema can find it
+    schema.write_text(SCHEMA)
+    code, _, err = polc(capsys, "check", "--env", FLAT_ENV, "--schema", str(schema), pol)
+    assert code == 0, err
+    schema.write_text(SCHEMA.replace("[obs.pos]\nindex = 0", "[obs.pos]\nindex = 9"))
+    code, _, err = polc(capsys, "check", "--env", FLAT_ENV, "--schema", str(schema), pol)
+    assert code == 1 and "E0508" in err and "mine.toml" in err
+    code, _, err = polc(capsys, "check", "--env", "car_racing", "--schema", str(schema), pol)
+    assert code == 1 and "for gym:ID environments" in err
+    code, _, err = polc(capsys, "check", "--env", FLAT_ENV, "--env-kwargs", "[1]", pol)
+    assert code == 2 and "must be a JSON object" in err

@@ -33,6 +33,7 @@ from .metric import RETURN, Metric
 from .registry import DEMO_SEEDS, EVAL_SEEDS, EnvSpec, Expert, add, check_against_env, get, names, using
 from .errors import EnvError
 from . import gym_env as _gym_env  # noqa: F401  (makes get() resolve gym:ID and env.toml names)
+from .gym_env import check_against_gym
 from .schema import EnvSchema, Field, check_program_against
 
 
@@ -77,4 +78,4 @@ if DOOR_MJX.env_id not in gym.registry:
 
 
 __all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "RETURN", "EnvError", "EnvSchema", "EnvSpec", "Expert", "Field", "Metric",
-           "NonFiniteAction", "add", "check_against_env", "check_program_against", "get", "names", "using"]
+           "NonFiniteAction", "add", "check_against_env", "check_against_gym", "check_program_against", "get", "names", "using"]

@@ -399,5 +399,21 @@ def _resolver(name: str, near: Optional[str] = None) -> Optional[EnvSpec]:
 
 add_resolver(_resolver)
 
-__all__ = ["GymEnvSpec", "GymSource", "Layout", "PREFIX", "SchemaEnv", "Slot", "is_gym_name", "layout_of",
-           "resolve", "starter_file", "starter_for"]
+def check_against_gym(tp: Any, env: str, schema: Optional[str] = None,
+                      kwargs: Optional[Mapping[str, Any]] = None) -> list:
+    """`polc check --env gym:ID --schema FILE.toml [--env-kwargs JSON] P.pol`: `tp`'s obs and
+    action declarations against the env those flags make (E0508 when it cannot be made)."""
+    from .errors import EnvError
+    from .schema import check_program_against, env_unusable
+
+    if not is_gym_name(env):
+        return [env_unusable(env, "--schema and --env-kwargs are for gym:ID environments")]
+    try:
+        spec = resolve(env, schema, kwargs, near=tp.file or None)
+    except EnvError as e:
+        return [env_unusable(env, str(e))]
+    return check_program_against(tp, spec.schema)
+
+
+__all__ = ["GymEnvSpec", "GymSource", "Layout", "PREFIX", "SchemaEnv", "Slot", "check_against_gym", "is_gym_name",
+           "layout_of", "resolve", "starter_file", "starter_for"]
