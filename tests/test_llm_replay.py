@@ -155,3 +155,17 @@ def test_a_deeply_nested_line_is_damage_not_a_crash(tmp_path):
     file.write_text("[" * 100_000 + "]" * 100_000 + "\n" + lines[1] + "\n")
     with pytest.raises(LLMError, match="damaged at line 1"):
         read_exchanges(tmp_path)
+
+
+def test_reasoning_and_cached_token_counts_are_recorded_and_replayed(tmp_path):
+    class Thinking(Scripted):
+        def complete(self, messages):
+            reply = super().complete(messages)
+            return Reply(reply.text, reply.input_tokens, reply.output_tokens, reply.seconds, 5, 32)
+
+    recorded = RecordingBackend(Thinking(["an answer"]), tmp_path).complete(conversation(0))
+    (line,) = exchange_file(tmp_path).read_text().splitlines()
+    assert (json.loads(line)["reasoning_tokens"], json.loads(line)["cached_input_tokens"]) == (5, 32)
+    assert make_backend(f"replay:{tmp_path}").complete(conversation(0)) == recorded
+    record_session(tmp_path / "plain", 1)  # a provider that does not count them writes neither key
+    assert "reasoning_tokens" not in exchange_file(tmp_path / "plain").read_text()

@@ -57,6 +57,9 @@ def read_exchanges(path: str | os.PathLike) -> list[dict]:
     return records
 
 
+OPTIONAL_COUNTS = ("reasoning_tokens", "cached_input_tokens")  # parts of output / input some providers count
+
+
 def _record_problem(record: dict) -> str:
     """What keeps `record` from being played back ('' when nothing does)."""
     messages = record.get("messages")
@@ -68,6 +71,10 @@ def _record_problem(record: dict) -> str:
     for key in ("input_tokens", "output_tokens"):
         v = record.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f'"{key}" is not a count of tokens'
+    for key in OPTIONAL_COUNTS:  # written only where the provider reported them
+        v = record.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             return f'"{key}" is not a count of tokens'
     v = record.get("seconds")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
@@ -127,6 +134,7 @@ class RecordingBackend:
             "reply": reply.text, "input_tokens": reply.input_tokens,
             "output_tokens": reply.output_tokens, "seconds": round(reply.seconds, 3),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **{k: getattr(reply, k) for k in OPTIONAL_COUNTS if getattr(reply, k) is not None},
         })
         self.count += 1
         return reply

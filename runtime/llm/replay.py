@@ -42,7 +42,7 @@ class ReplayBackend:
                                  + prompt_diff(recorded, messages))
         self.position += 1
         return Reply(record["reply"], int(record["input_tokens"]), int(record["output_tokens"]),
-                     float(record["seconds"]))
+                     float(record["seconds"]), record.get("reasoning_tokens"), record.get("cached_input_tokens"))
 
 
 def prompt_diff(recorded: Sequence[Message], sent: Sequence[Message]) -> str:
