@@ -30,7 +30,7 @@ compile-demo: setup
 
 # Every test, the slow ones included (CI runs exactly this).
 test: setup system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # Everything but the tests marked slow, for the edit-test loop.
 test-fast: setup
