@@ -61,16 +61,18 @@ def env_options(args: argparse.Namespace):
         return contextlib.nullcontext()
     env = args.env
     schema, kwargs = getattr(args, "schema", None), parse_env_kwargs(getattr(args, "env_kwargs", None))
+    metric = getattr(args, "metric", None)
     if not env or not (env.startswith("gym:") or env.endswith(".toml")):
-        if schema is not None or kwargs is not None:
-            raise UsageError("polc: --schema and --env-kwargs are for gym:ID environments (docs/environments.md).")
+        if schema is not None or kwargs is not None or metric is not None:
+            raise UsageError("polc: --schema, --env-kwargs and --metric are for gym:ID environments "
+                             "(docs/environments.md).")
         return contextlib.nullcontext()
     if schema is not None and not env.startswith("gym:"):
         raise UsageError(f"polc: {env} is a schema file already; give --schema only with --env gym:ID.")
     from .envs import gym_env, registry
 
     file = getattr(args, "file", None)
-    spec = gym_env.resolve(env, schema, kwargs, near=file if isinstance(file, str) else None)
+    spec = gym_env.resolve(env, schema, kwargs, near=file if isinstance(file, str) else None, metric=metric)
     return registry.using(spec, env)
 
 
@@ -258,6 +260,9 @@ def env_flags(c: argparse.ArgumentParser) -> None:
                    help="for --env gym:ID: the schema file naming its observation and action components "
                         "(default: an env.toml beside the .pol file, else the env's Dict spaces)")
     c.add_argument("--env-kwargs", metavar="JSON", help="for --env gym:ID: keyword arguments of gymnasium.make")
+    c.add_argument("--metric", metavar="MODULE:FUNCTION",
+                   help="for --env gym:ID: the score, a function of the step-table columns giving one value per "
+                        "step, summed over the episode (default: the return; a schema file's [metric] says more)")
 
 
 def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> None:

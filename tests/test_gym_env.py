@@ -248,3 +248,18 @@ def test_check_takes_the_schema_file_as_every_other_command_does(tmp_path, pol, 
     assert code == 1 and "for gym:ID environments" in err
     code, _, err = polc(capsys, "check", "--env", FLAT_ENV, "--env-kwargs", "[1]", pol)
     assert code == 2 and "must be a JSON object" in err
+
+
+def test_metric_flag_scores_an_episode_by_a_function_of_its_steps(pol, capsys):
+    """`--metric MODULE:FUNCTION` (the issue's contract): one value per step, summed."""
+    code, out, err = polc(capsys, "eval", pol, "--env", DICT_ENV, "--metric", "gym_test_envs:closeness",
+                          "--episodes", "2", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["metric"] == "gym_test_envs_closeness"
+    plain = json.loads(polc(capsys, "eval", pol, "--env", DICT_ENV, "--episodes", "2", "--json")[1])
+    assert "metric" not in plain or plain["metric"] != result["metric"]
+    code, _, err = polc(capsys, "eval", pol, "--env", DICT_ENV, "--metric", "gym_test_envs:nothing")
+    assert code != 0 and "--metric gym_test_envs:nothing" in err and "cannot be loaded" in err
+    code, _, err = polc(capsys, "eval", pol, "--env", "car_racing", "--metric", "gym_test_envs:closeness")
+    assert code == 2 and "are for gym:ID environments" in err

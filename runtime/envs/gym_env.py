@@ -322,10 +322,11 @@ def _find_env_toml(near: Optional[str]) -> Optional[str]:
 
 
 def resolve(name: str, schema: Optional[str] = None, kwargs: Optional[Mapping[str, Any]] = None,
-            near: Optional[str] = None) -> GymEnvSpec:
+            near: Optional[str] = None, metric: Optional[str] = None) -> GymEnvSpec:
     """The spec for `gym:ID` (or for an env.toml path that names its env). The
     schema comes from `schema`, else an env.toml in `near`'s folder whose env is
-    this one, else the Dict spaces; `kwargs` are added to the file's."""
+    this one, else the Dict spaces; `kwargs` are added to the file's; `metric`
+    (MODULE:FUNCTION, `--metric`) replaces the file's [metric]."""
     file: Optional[SchemaFile] = None
     if name.endswith(".toml"):
         file = read_schema_file(name)
@@ -360,23 +361,34 @@ def resolve(name: str, schema: Optional[str] = None, kwargs: Optional[Mapping[st
     own = file is not None and file.env == env
     schema_obj = EnvSchema(_portable(file.path) if own else env, env_id, _version(layout, make_kwargs), obs, actions)
     source = GymSource(env_id, tuple(sorted(make_kwargs.items())), layout, file.path if file else None)
-    metric = _metric_of(file) if file is not None and file.metric is not None else RETURN
+    if metric is not None:
+        score = _metric_from({"function": metric}, lambda why: GymEnvError(f"--metric {metric}: {why}"))
+    elif file is not None and file.metric is not None:
+        score = _metric_of(file)
+    else:
+        score = RETURN
     solved_at = file.solved_at if file is not None and file.solved_at is not None else threshold
-    return GymEnvSpec(schema_obj, int(max_steps), no_expert, metric=metric, solved_at=solved_at, source=source)
+    return GymEnvSpec(schema_obj, int(max_steps), no_expert, metric=score, solved_at=solved_at, source=source)
 
 
 def _metric_of(file: SchemaFile) -> Metric:
     """The schema file's [metric]: a module-level function of the step-table columns."""
-    m = file.metric
+    return _metric_from(file.metric, lambda why: SchemaFileError(file.path, None, f"the [metric] {why}"))
+
+
+def _metric_from(m: Mapping[str, Any], error) -> Metric:
+    """A metric from a [metric] table (or `--metric MODULE:FUNCTION` as {"function": ...});
+    `error(why)` is the exception to raise when its function cannot be loaded."""
     per_step = None
     if "function" in m:
         importable_from_cwd()
         module, _, name = m["function"].rpartition(":")
         try:
+            if not module:
+                raise ImportError("give it as MODULE:FUNCTION")
             per_step = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as e:
-            raise SchemaFileError(file.path, None, f'the [metric] function "{m["function"]}" cannot be loaded: '
-                                                   f"{type(e).__name__}: {e}") from None
+            raise error(f'function "{m["function"]}" cannot be loaded: {type(e).__name__}: {e}') from None
     name = m.get("name", m.get("function", "return"))
     key = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_").lower() or "metric"
     return Metric(name, key, bool(m.get("higher_is_better", True)),
