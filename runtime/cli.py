@@ -76,6 +76,22 @@ def env_options(args: argparse.Namespace):
     return registry.using(spec, env)
 
 
+def output_file(path: str) -> str:
+    """`path` as an output (-o): a missing parent directory is created inside the working
+    tree, and said; outside it (a typo such as /nonexistent/dir/t.parquet) it is refused, so
+    no directory appears where the person did not mean one. Returns `path`."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(parent):
+        return path
+    cwd = os.path.abspath(os.getcwd())
+    if os.path.commonpath([cwd, parent]) != cwd:
+        raise UsageError(f"polc: cannot write '{path}': the directory {parent} does not exist (polc creates "
+                         f"missing directories only inside the working directory {cwd}).")
+    os.makedirs(parent, exist_ok=True)
+    print(f"polc: created the directory {os.path.relpath(parent, cwd)}/ for {path}", file=sys.stderr)
+    return path
+
+
 def fail(message: str) -> int:
     print(f"polc: {message}", file=sys.stderr)
     return 1
@@ -276,5 +292,5 @@ def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> Non
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-__all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_meta", "env_options", "env_spec", "episode_progress", "fail", "guard",
+__all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_meta", "env_options", "env_spec", "episode_progress", "fail", "guard", "output_file",
            "load_program", "params_for", "parse_env_kwargs", "read_table_or_usage", "runner_flags", "sigterm_interrupts", "writing"]

@@ -34,6 +34,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError("polc: --check-episodes must be 0 (no check) or more.")
     if not args.prior_scale > 0:
         raise UsageError("polc: --prior-scale must be positive (inf: no pull toward the declared weights).")
+    rc.output_file(args.output)  # a missing directory is refused (or made) before the fit, not after
     policy = rc.compile_policy(args.file)
     table = rc.read_table_or_usage(args.demos)
     env_name = _env_name(args, table) if args.check_episodes else None

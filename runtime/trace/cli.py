@@ -61,7 +61,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
             "command": f"{command} -o {args.output}"}
     if perturb is not None:
         meta["perturb"] = perturb.meta()
-    writer = TableWriter(args.output, demo_columns(spec.schema, perturb is not None), meta)
+    writer = TableWriter(rc.output_file(args.output), demo_columns(spec.schema, perturb is not None), meta)
     with rc.episode_progress("demos", len(seeds), args.quiet) as bar, rc.writing(writer):
         def done(ep) -> None:
             bar.steps(ep.length)
@@ -93,7 +93,7 @@ def _demos_imported(args: argparse.Namespace, spec: Any) -> int:
             "source": {"parquet" if args.from_parquet else "minari": source},
             "command": f"polc demos {args.env} {flag} {shlex.quote(source)} -o {args.output}"}
     episodes = read_user_table(spec.schema, source) if args.from_parquet else read_minari(spec, source)
-    writer = TableWriter(args.output, demo_columns(spec.schema), meta)
+    writer = TableWriter(rc.output_file(args.output), demo_columns(spec.schema), meta)
     try:
         with rc.writing(writer):
             for columns in episodes:
@@ -155,7 +155,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             "env": rc.env_meta(spec), "seeds": seeds, "seed_kind": seed_kind,
             "actions": "sampled" if args.sample else "mean",
             "noise_seed": args.noise_seed if args.sample else None}
-    writer = TableWriter(args.output, TraceLayout(tp, spec.schema).columns(), meta)
+    writer = TableWriter(rc.output_file(args.output), TraceLayout(tp, spec.schema).columns(), meta)
     with rc.episode_progress("rollout", len(seeds), args.quiet) as bar, rc.writing(writer):
         def done(ep) -> None:
             writer.write_episode(ep.columns)
