@@ -15,15 +15,13 @@ top_k any more, so those are refused as unknown options.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from .base import MalformedReply, Message, MissingKey, Reply
-from .openai_backend import is_local
+from .base import MalformedReply, Message, Reply
 from .openai_backend import parse_options as _parse
-from .sdk_errors import Provider, explain
+from .sdk_errors import Provider, close_quietly, endpoint, explain
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 BASE_URL_VAR = "ANTHROPIC_BASE_URL"
@@ -58,13 +56,9 @@ class AnthropicBackend:
         self.name = f"anthropic:{model}"
         self.config = config
         self.options = {"max_tokens": DEFAULT_MAX_TOKENS, **config.options}
-        self.base_url = config.base_url or os.environ.get(BASE_URL_VAR, "").strip() or None
-        key = api_key or os.environ.get(KEY_VAR, "").strip()
-        if not key:
-            if not is_local(self.base_url):
-                raise MissingKey(f"No Anthropic API key: set {KEY_VAR}, or point {BASE_URL_VAR} at a "
-                                 "local server, which needs none.")
-            key = "no-key-needed-locally"
+        self.base_url, key = endpoint(config.base_url, api_key, KEY_VAR, BASE_URL_VAR,
+                                      f"No Anthropic API key: set {KEY_VAR}, or point {BASE_URL_VAR} at a "
+                                      "local server, which needs none.")
         self.provider = Provider("the Anthropic API", self.base_url or "api.anthropic.com", KEY_VAR, model,
                                  config.attempts, config.timeout)
         self._sdk = anthropic
@@ -86,10 +80,7 @@ class AnthropicBackend:
 
     def abandon(self) -> None:
         """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client."""
-        try:
-            self._client.close()
-        except Exception:  # noqa: BLE001 - the call is abandoned whatever closing says
-            pass
+        close_quietly(self._client)
 
     def _text(self, response) -> str:
         reason = getattr(response, "stop_reason", None)

@@ -16,18 +16,15 @@ those the model does not accept (a 400, reported as `RequestRejected`).
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
-from urllib.parse import urlparse
 
-from .base import MalformedReply, Message, MissingKey, Reply
-from .sdk_errors import Provider, explain
+from .base import MalformedReply, Message, Reply
+from .sdk_errors import Provider, close_quietly, endpoint, explain
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 ROLE = {"system": "system", "user": "user", "model": "assistant"}
 OPTIONS = {"temperature": float, "top_p": float, "seed": int, "max_completion_tokens": int,
            "reasoning_effort": str}
@@ -41,11 +38,6 @@ class OpenAIConfig:
     attempts: int = 5  # including the first
     base_url: Optional[str] = None  # default: OPENAI_BASE_URL, else OpenAI's endpoint
     options: Mapping[str, Any] = field(default_factory=dict)
-
-
-def is_local(url: Optional[str]) -> bool:
-    """Whether `url` points at this machine."""
-    return bool(url) and (urlparse(url).hostname or "") in LOCAL_HOSTS
 
 
 def parse_options(pairs: Mapping[str, str], allowed: Mapping[str, type] = OPTIONS) -> dict[str, Any]:
@@ -72,13 +64,9 @@ class OpenAIBackend:
         self.name = f"openai:{model}"
         self.config = config
         self.options = dict(config.options)
-        self.base_url = config.base_url or os.environ.get(BASE_URL_VAR, "").strip() or None
-        key = api_key or os.environ.get(KEY_VAR, "").strip()
-        if not key:
-            if not is_local(self.base_url):
-                raise MissingKey(f"No OpenAI API key: set {KEY_VAR}, or point {BASE_URL_VAR} at a local "
-                                 "server (http://127.0.0.1:PORT/v1), which needs none.")
-            key = "no-key-needed-locally"
+        self.base_url, key = endpoint(config.base_url, api_key, KEY_VAR, BASE_URL_VAR,
+                                      f"No OpenAI API key: set {KEY_VAR}, or point {BASE_URL_VAR} at a local "
+                                      "server (http://127.0.0.1:PORT/v1), which needs none.")
         self.provider = Provider("the OpenAI API", self.base_url or "api.openai.com", KEY_VAR, model,
                                  config.attempts, config.timeout)
         self._sdk = openai
@@ -97,10 +85,7 @@ class OpenAIBackend:
 
     def abandon(self) -> None:
         """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client."""
-        try:
-            self._client.close()
-        except Exception:  # noqa: BLE001 - the call is abandoned whatever closing says
-            pass
+        close_quietly(self._client)
 
     def _text(self, response) -> str:
         where = self.provider.where

@@ -1,4 +1,5 @@
-"""Failures of the openai and anthropic SDKs as `LLMError`s, one sentence a person can act on.
+"""What the openai and anthropic backends share: their endpoint and key (`endpoint`), closing
+an abandoned client, and their SDKs' failures as `LLMError`s, one sentence a person can act on.
 
 Both SDKs are generated from the same template (Stainless), so their exceptions have the
 same names and shapes: `APIStatusError` (with `status_code` and the response), its
@@ -11,9 +12,42 @@ type. The SDK module is passed in, so neither is imported here.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from typing import Any, Optional
+from urllib.parse import urlparse
 
-from .base import BadKey, ConnectionFailed, LLMError, MalformedReply, RequestRejected, RetriesExhausted
+from .base import BadKey, ConnectionFailed, LLMError, MalformedReply, MissingKey, RequestRejected, RetriesExhausted
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_local(url: Optional[str]) -> bool:
+    """Whether `url` points at this machine."""
+    return bool(url) and (urlparse(url).hostname or "") in LOCAL_HOSTS
+
+
+def endpoint(base_url: Optional[str], api_key: Optional[str], key_var: str, base_url_var: str,
+             missing: str) -> tuple[Optional[str], str]:
+    """(base URL, key): the configured base URL, else the SDK's variable (None: the provider's
+    own endpoint); the key given, else its variable. A server on this machine needs no key;
+    anywhere else a missing key is `MissingKey(missing)`."""
+    url = base_url or os.environ.get(base_url_var, "").strip() or None
+    key = api_key or os.environ.get(key_var, "").strip()
+    if not key:
+        if not is_local(url):
+            raise MissingKey(missing)
+        key = "no-key-needed-locally"
+    return url, key
+
+
+def close_quietly(client: Any) -> None:
+    """Close an SDK client whose call ran out of time (`base.TimeLimited`): the call is
+    abandoned whatever closing says."""
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 @dataclass(frozen=True)
