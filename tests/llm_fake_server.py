@@ -1,5 +1,6 @@
-"""A fake HTTP API on 127.0.0.1 for the LLM backend tests: answers POSTs from a script and
-records every request, so the real SDKs can be driven through their whole wire path."""
+"""A fake HTTP API on 127.0.0.1 for the LLM backend tests (Gemini's generateContent,
+OpenAI's Chat Completions, Anthropic's Messages): answers POSTs from a script and records
+every request, so the real SDKs can be driven through their whole wire path."""
 
 from __future__ import annotations
 

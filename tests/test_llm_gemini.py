@@ -6,13 +6,10 @@ started itself (or at a closed port on 127.0.0.1).
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from llm_fake_server import FakeAPI
 
 from polc.runtime.llm import (BadKey, ConnectionFailed, MalformedReply, Message, MissingKey,
                               RequestRejected, RetriesExhausted, make_backend)
@@ -39,49 +36,6 @@ def error_body(code, status, message, reason=None):
     return {"error": {"code": code, "message": message, "status": status, "details": details}}
 
 
-class FakeGemini:
-    """Answers POSTs from a script of (status, body, delay) and records each request."""
-
-    def __init__(self, script):
-        self.script = list(script)
-        self.requests: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                fake.requests.append({"path": self.path, "headers": dict(self.headers),
-                                      "body": json.loads(self.rfile.read(length) or b"{}")})
-                status, body, delay = fake.script.pop(0) if fake.script else (500, {}, 0)
-                time.sleep(delay)
-                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(raw)))
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except OSError:
-                    pass  # the client gave up (timeout test)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture(autouse=True)
 def fake_key(monkeypatch):
     for var in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
@@ -95,7 +49,7 @@ def backend(url, **overrides):
 
 
 def test_success_returns_text_and_token_counts():
-    with FakeGemini([(200, ok_body("revised!", 17, 5, thoughts=3), 0)]) as fake:
+    with FakeAPI([(200, ok_body("revised!", 17, 5, thoughts=3), 0)]) as fake:
         reply = backend(fake.url).complete(PROMPT)
     assert (reply.text, reply.input_tokens, reply.output_tokens) == ("revised!", 17, 8)
     assert reply.seconds >= 0
@@ -109,7 +63,7 @@ def test_success_returns_text_and_token_counts():
 
 
 def test_base_url_from_environment(monkeypatch):
-    with FakeGemini([(200, ok_body("via env"), 0)]) as fake:
+    with FakeAPI([(200, ok_body("via env"), 0)]) as fake:
         monkeypatch.setenv("POLC_GEMINI_BASE_URL", fake.url)
         reply = GeminiBackend("gemini-test", GeminiConfig(**FAST)).complete(PROMPT)
     assert reply.text == "via env" and len(fake.requests) == 1
@@ -118,28 +72,28 @@ def test_base_url_from_environment(monkeypatch):
 def test_429_is_retried_then_succeeds():
     script = [(429, error_body(429, "RESOURCE_EXHAUSTED", "Quota exceeded."), 0),
               (200, ok_body("after backoff"), 0)]
-    with FakeGemini(script) as fake:
+    with FakeAPI(script) as fake:
         reply = backend(fake.url).complete(PROMPT)
     assert reply.text == "after backoff" and len(fake.requests) == 2
 
 
 def test_500s_until_attempts_run_out():
     script = [(500, error_body(500, "INTERNAL", "An internal error has occurred."), 0)] * 3
-    with FakeGemini(script) as fake:
+    with FakeAPI(script) as fake:
         with pytest.raises(RetriesExhausted, match=r"still answered 500 INTERNAL after 3 attempts"):
             backend(fake.url).complete(PROMPT)
     assert len(fake.requests) == 3
 
 
 def test_malformed_json_is_a_clear_error():
-    with FakeGemini([(200, b"{not json at all", 0)]) as fake:
+    with FakeAPI([(200, b"{not json at all", 0)]) as fake:
         with pytest.raises(MalformedReply, match="not a generateContent response"):
             backend(fake.url).complete(PROMPT)
 
 
 def test_reply_without_text_is_malformed():
     empty = {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "SAFETY"}]}
-    with FakeGemini([(200, empty, 0)]) as fake:
+    with FakeAPI([(200, empty, 0)]) as fake:
         with pytest.raises(MalformedReply, match="no text .finish reason .*SAFETY"):
             backend(fake.url).complete(PROMPT)
 
@@ -157,7 +111,7 @@ def test_connection_refused():
 
 
 def test_timeout_is_a_connection_failure():
-    with FakeGemini([(200, ok_body(), 2.0)] * 2) as fake:
+    with FakeAPI([(200, ok_body(), 2.0)] * 2) as fake:
         with pytest.raises(ConnectionFailed, match=r"did not answer within 0.3 s, 2 attempts"):
             backend(fake.url, timeout=0.3, attempts=2).complete(PROMPT)
 
@@ -168,7 +122,7 @@ def test_timeout_is_a_connection_failure():
     (403, error_body(403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers.")),
 ])
 def test_bad_key(status, body):
-    with FakeGemini([(status, body, 0)]) as fake:
+    with FakeAPI([(status, body, 0)]) as fake:
         with pytest.raises(BadKey, match=rf"rejected the API key \({status} .*check GEMINI_API_KEY"):
             backend(fake.url).complete(PROMPT)
     assert len(fake.requests) == 1  # never retried
@@ -176,7 +130,7 @@ def test_bad_key(status, body):
 
 def test_unknown_model_is_rejected_without_retry():
     body = error_body(404, "NOT_FOUND", "models/gemini-test is not found for API version v1beta")
-    with FakeGemini([(404, body, 0)]) as fake:
+    with FakeAPI([(404, body, 0)]) as fake:
         with pytest.raises(RequestRejected, match="404 NOT_FOUND: models/gemini-test is not found"):
             backend(fake.url).complete(PROMPT)
     assert len(fake.requests) == 1
@@ -191,6 +145,6 @@ def test_missing_key(monkeypatch):
 def test_google_api_key_is_accepted(monkeypatch):
     monkeypatch.delenv("GEMINI_API_KEY")
     monkeypatch.setenv("GOOGLE_API_KEY", "other-key")
-    with FakeGemini([(200, ok_body(), 0)]) as fake:
+    with FakeAPI([(200, ok_body(), 0)]) as fake:
         backend(fake.url).complete(PROMPT)
     assert fake.requests[0]["headers"]["x-goog-api-key"] == "other-key"

@@ -136,14 +136,15 @@ def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, 
     from dataclasses import replace
 
     from refine_helpers import FakeUI
-    from test_llm_gemini import FakeGemini, ok_body
+    from llm_fake_server import FakeAPI
+    from test_llm_gemini import ok_body
 
     from polc.runtime.refine.loop import Loop, load_task
     from polc.runtime.refine.scripted import choose
 
     script = [(200, ok_body(ANALYSIS, prompt_tokens=1234, out_tokens=56), 0),
               (200, ok_body(STOP, prompt_tokens=2345, out_tokens=7, thoughts=100), 0)]
-    with FakeGemini(script) as server:
+    with FakeAPI(script) as server:
         monkeypatch.setenv("GEMINI_API_KEY", "fake-key-for-a-local-server")
         monkeypatch.setenv("POLC_GEMINI_BASE_URL", server.url)
         choice = choose(None, task)
