@@ -23,6 +23,7 @@ import contextlib
 import signal
 import os
 import sys
+import time
 from typing import Iterator, Optional
 
 from polc.cli import UsageError, _load as load_program
@@ -165,8 +166,6 @@ class EpisodeProgress:
         self._bar = self._task = None
 
     def __enter__(self) -> "EpisodeProgress":
-        import time
-
         self.stream = self.stream or sys.stderr
         self._start = self._shown = time.monotonic()
         if not self.quiet and self.stream.isatty():
@@ -192,8 +191,6 @@ class EpisodeProgress:
         self._show()
 
     def _show(self) -> None:
-        import time
-
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, stepped=self.stepped, last=self.last)
             return
