@@ -35,11 +35,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
     if args.from_parquet or args.from_minari:
         return _demos_imported(args, spec)
     if args.expert:
-        import dataclasses
-
-        from ..envs.user_expert import UserExpertFactory
-
-        spec = dataclasses.replace(spec, _expert=UserExpertFactory(args.expert))
+        spec = _with_expert(spec, args.expert)
     seeds = list(range(args.seed, args.seed + args.episodes))
     demo = spec.demo_seeds
     if args.episodes < 1 or seeds[0] not in demo or seeds[-1] not in demo:
@@ -73,6 +69,16 @@ def cmd_demos(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, {what} "
           f"{np.mean(returns):.1f} ± {np.std(returns):.1f}", file=sys.stderr)
     return 0
+
+
+def _with_expert(spec: Any, ref: str) -> Any:
+    """`spec` with a user's expert (`FILE.py:FUNCTION` or `MODULE:FUNCTION`), loaded now so
+    a bad reference fails before any episode runs."""
+    import dataclasses
+
+    from ..envs.user_expert import UserExpertFactory
+
+    return dataclasses.replace(spec, _expert=UserExpertFactory(ref))
 
 
 def _demos_imported(args: argparse.Namespace, spec: Any) -> int:
@@ -182,12 +188,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with rc.episode_progress("eval", len(seeds), args.quiet or args.json) as bar:
         progress = lambda ep: bar.episode(f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
         if args.expert:
-            if isinstance(args.expert, str):  # a user's expert, loaded now (a bad reference fails here)
-                import dataclasses
-
-                from ..envs.user_expert import UserExpertFactory
-
-                spec = dataclasses.replace(spec, _expert=UserExpertFactory(args.expert))
+            if isinstance(args.expert, str):  # a user's expert, not the environment's own
+                spec = _with_expert(spec, args.expert)
             result = evaluate_expert(spec, seeds, progress)
             what = {"policy": "expert" if args.expert is True else f"expert {args.expert}"}
         else:
