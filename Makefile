@@ -36,6 +36,12 @@ test: setup system-deps
 test-fast: setup
 	POLC_TESTS=fast $(PY) -m pytest -q -m "not slow"
 
+# grammar/pol_parser.py, the standalone parser `polc check` uses, regenerated from
+# grammar/pol.lark (the one source of the syntax) after every edit of it.
+.PHONY: parser
+parser: setup
+	$(PY) -m polc.grammar.regen
+
 bench: setup
 	$(PY) benchmarks/run_all.py
 
