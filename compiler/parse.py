@@ -1,9 +1,15 @@
 """Phase 1: text -> untyped AST (`ast.Program`).
 
-The grammar is `grammar/pol.lark`; a lark Transformer only builds nodes.
-Syntax errors become located diagnostics whose sentence comes from an example
-table (`SYNTAX_EXAMPLES`) matched by parser state, as lark does for its own
-grammar language: see `syntax_errors.py`.
+The grammar is `grammar/pol.lark`; `_Builder` only builds nodes, one method per
+rule. Valid text is parsed by `polc.grammar.pol_parser`, the standalone LALR
+parser lark's tool generates from the grammar (`python -m polc.grammar.regen`),
+driven with callbacks that build the AST while parsing: no parse tree, no
+lark import (`polc check` starts faster by what importing lark costs). Text that
+fails there is parsed again by lark's full parser, the tree transformed as lark
+does it: syntax errors become located diagnostics whose sentence comes from an
+example table (`SYNTAX_EXAMPLES`) matched by parser state, as lark does for its
+own grammar language (see `syntax_errors.py`), and every other failure is what
+that path raises. The two paths build equal ASTs (tests/test_parser_standalone.py).
 """
 
 from __future__ import annotations
@@ -11,19 +17,36 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
-from typing import Optional
-
-import lark
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedInput, VisitError
+from typing import TYPE_CHECKING, Optional
 
 from . import ast, errors
 from .diagnostics import PolError, ice
-from .syntax_errors import COMMENT_OR_STRING, SYNTAX_EXAMPLES, syntax_diagnostic, syntax_label
+
+if TYPE_CHECKING:  # pragma: no cover
+    import lark
+
+# A doc string or a comment (as `syntax_errors.COMMENT_OR_STRING`, which imports lark).
+_COMMENT_OR_STRING = re.compile(r'"([^"\\\n]|\\.)*"|#[^\n]*')
+
+
+def __getattr__(name: str):
+    # The error path's names, re-exported without importing lark on the way to a valid parse.
+    if name in ("SYNTAX_EXAMPLES", "syntax_label"):
+        from . import syntax_errors
+
+        return getattr(syntax_errors, name)
+    if name == "lark":
+        import lark
+
+        return lark
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.lru_cache(maxsize=1)
-def _parser() -> Lark:
+def _parser() -> "lark.Lark":
+    """lark's full parser: the error path, and what syntax_errors reads parser states from."""
+    from lark import Lark
+
     text = resources.files("polc.grammar").joinpath("pol.lark").read_text()
     return Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
 
@@ -34,7 +57,7 @@ def _span(file: str, meta) -> ast.Span:
     return ast.Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
 
 
-def _tspan(file: str, tok: Token) -> ast.Span:
+def _tspan(file: str, tok) -> ast.Span:
     return ast.Span(file, tok.line, tok.column, tok.end_line, tok.end_column)
 
 
@@ -42,25 +65,14 @@ def _unescape(s: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s[1:-1])
 
 
-class _Builder(Transformer):
-    """Builds `ast` nodes from the parse tree; no meaning is decided here. Every rule method
-    takes `(meta, children)`, as under `v_args(meta=True)`."""
+class _Builder:
+    """Builds `ast` nodes from a rule's children; no meaning is decided here. Every rule method
+    takes `(meta, children)`, as under lark's `v_args(meta=True)`: `meta` has the rule's `line`,
+    `column`, `end_line` and `end_column`, the children are tokens, built values and `None` for
+    an absent `[optional]` part."""
 
     def __init__(self, file: str):
-        super().__init__()
         self.file = file
-
-    def _call_userfunc(self, tree, new_children=None):
-        # What `v_args(meta=True)` does, without the wrapper lark builds on every attribute
-        # lookup (functools.update_wrapper per node: a third of the time of a 20,000-latent file).
-        children = new_children if new_children is not None else tree.children
-        f = getattr(self, tree.data, None)
-        if f is None:
-            return self.__default__(tree.data, children, tree.meta)
-        try:
-            return f(tree.meta, children)
-        except Exception as e:
-            raise VisitError(tree.data, tree, e) from e
 
     def _s(self, meta) -> ast.Span:
         return _span(self.file, meta)
@@ -241,7 +253,7 @@ def _comments(text: str, file: str) -> tuple[ast.Comment, ...]:
     """Comments are ignored by the grammar; `polc fmt` keeps them, so collect them here."""
     out = []
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    for m in COMMENT_OR_STRING.finditer(text):
+    for m in _COMMENT_OR_STRING.finditer(text):
         if m.group(0).startswith("#"):
             import bisect
 
@@ -258,9 +270,11 @@ MAX_DEPTH = 200
 MAX_NDIM = 32
 
 
-def _too_deep(tree: lark.Tree):
+def _too_deep(tree: "lark.Tree"):
     """Where the expression nested deeper than MAX_DEPTH starts (the child of its
     declaration), or None. Iterative: the tree may be deeper than the stack."""
+    import lark
+
     todo = [(tree, 0, tree)]
     while todo:
         node, depth, root = todo.pop()
@@ -318,6 +332,22 @@ def parse_program(text: str, file: str = "<string>") -> ast.Program:
                                               f"{MAX_SOURCE_CHARS} characters (1 MiB) per file")], text)
     _prescan(text, file)
     try:
+        decls = _parse_fast(text, file)
+    except Exception:  # noqa: BLE001  whatever went wrong, the full path says it as it always has
+        decls = None
+    if decls is None:
+        decls = _parse_full(text, file)
+    return ast.Program(tuple(decls), _comments(text, file), file, text)
+
+
+def _parse_full(text: str, file: str) -> list:
+    """lark's full parser, its parse tree, then the builder over the tree: the path every
+    syntax error, over-deep expression and builder error is reported from."""
+    from lark.exceptions import UnexpectedInput, VisitError
+
+    from .syntax_errors import syntax_diagnostic
+
+    try:
         tree = _parser().parse(text)
     except UnexpectedInput as e:
         raise PolError([syntax_diagnostic(e, text, file, _parser())], text) from None
@@ -326,12 +356,165 @@ def parse_program(text: str, file: str = "<string>") -> ast.Program:
         raise PolError([errors.too_deep(ast.Span(file, deep.line, deep.column, deep.line, deep.column + 1),
                                         MAX_DEPTH)], text)
     try:
-        decls = _Builder(file).transform(tree)
+        return _tree_builder()(file).transform(tree)
     except VisitError as e:  # lark wraps whatever the transformer raised
         if isinstance(e.orig_exc, PolError):
             raise PolError(e.orig_exc.diagnostics, text) from None
         raise e.orig_exc from None
-    return ast.Program(tuple(decls), _comments(text, file), file, text)
+
+
+@functools.lru_cache(maxsize=1)
+def _tree_builder() -> type:
+    """A lark Transformer that hands each tree node to `_Builder`'s method for its rule."""
+    from lark import Transformer
+    from lark.exceptions import VisitError
+
+    class TreeBuilder(Transformer):
+        def __init__(self, file: str):
+            super().__init__()
+            self.builder = _Builder(file)
+
+        def _call_userfunc(self, tree, new_children=None):
+            # What `v_args(meta=True)` does, without the wrapper lark builds on every attribute
+            # lookup (functools.update_wrapper per node: a third of the time of a 20,000-latent file).
+            children = new_children if new_children is not None else tree.children
+            f = getattr(self.builder, tree.data, None)
+            if f is None:
+                return self.__default__(tree.data, children, tree.meta)
+            try:
+                return f(tree.meta, children)
+            except Exception as e:
+                raise VisitError(tree.data, tree, e) from e
+
+    return TreeBuilder
+
+
+# ---- the fast path: the standalone parser, the AST built while parsing -------------------
+
+
+class _Node:
+    """A built value on the LALR parser's value stack, with where its text starts and ends and
+    the height of the parse tree lark would have built under it (for MAX_DEPTH). The extent is
+    lark's `propagate_positions` container: it includes the brackets a `?rule` drops, so
+    `(a + b) * c` starts at `(` while `a + b` itself starts at `a`. Passed to `_Builder` as its
+    `meta`."""
+
+    __slots__ = ("value", "line", "column", "end_line", "end_column", "height")
+    empty = False
+
+    def __init__(self, first, last, height: int):
+        self.line, self.column = first.line, first.column
+        self.end_line, self.end_column = last.end_line, last.end_column
+        self.height = height
+
+
+class _NoPosition:
+    empty = True  # a rule that matched no text (an empty program's `start`)
+
+
+class _Unsupported(Exception):
+    """The fast path cannot build this (a rule without a builder method): use the full path."""
+
+
+def _rule_plan(rule) -> tuple[str, bool, bool, tuple, int]:
+    """(method name, is a `_rule` whose children splice into its parent, expands a single child,
+    children to keep as (index, splice, Nones before), Nones after), as lark's ParseTreeBuilder
+    decides them (`maybe_create_child_filter`, `ExpandSingleChild`; maybe_placeholders on)."""
+    expansion, options = rule.expansion, rule.options
+    empty = options.empty_indices
+    nones = [len(run) for run in "".join(str(int(b)) for b in empty).split("0")] if empty else \
+        [0] * (len(expansion) + 1)
+    keep, pending = [], 0
+    for i, sym in enumerate(expansion):
+        pending += nones[i]
+        if options.keep_all_tokens or not (sym.is_term and sym.filter_out):
+            keep.append((i, not sym.is_term and sym.name.startswith("_"), pending))
+            pending = 0
+    name = rule.alias or options.template_source or rule.origin.name
+    return name, name.startswith("_"), bool(options.expand1 and not rule.alias), tuple(keep), \
+        pending + nones[len(expansion)]
+
+
+def _callback(plan, builder: _Builder):
+    name, splice, expand1, keep, after = plan
+    method = None if splice else getattr(builder, name, None)
+    if expand1 and after == 0 and keep == ((0, False, 0),):
+        return _only_child  # `?expr: ifelse` and the like: nothing to build
+
+    def reduce(children):
+        if not children:
+            if method is None:
+                raise _Unsupported(name)
+            node = _Node.__new__(_Node)
+            node.value, node.height = method(_NoPosition, []), 1
+            return node
+        kept, height = [], 0
+        for i, spliced, none in keep:
+            if none:
+                kept += [None] * none
+            c = children[i]
+            if spliced:  # LALR never reuses a reduced value: extend the repetition's own list
+                if kept:
+                    kept += c.value
+                else:
+                    kept = c.value
+            else:
+                kept.append(c)
+                if type(c) is not _Node:
+                    continue
+            if c.height > height:
+                height = c.height
+        if after:
+            kept += [None] * after
+        if expand1 and len(kept) == 1:
+            only = kept[0]
+            if type(only) is not _Node or (len(children) == 1 and children[0] is only):
+                return only
+            node = _Node(children[0], children[-1], only.height)  # `( expr )`: the brackets count
+            node.value = only.value
+            return node
+        if splice:  # a `_rule` (a `("," x)*` repetition): its children join its parent's
+            node = _Node(children[0], children[-1], height)
+            node.value = kept
+            return node
+        if method is None:
+            raise _Unsupported(name)
+        node = _Node(children[0], children[-1], height + 1)
+        node.value = method(node, [c.value if type(c) is _Node else c for c in kept])
+        return node
+
+    return reduce
+
+
+def _only_child(children):
+    return children[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _standalone():
+    """(the standalone parser's table and lexer, its rules with their plans, the module)."""
+    from .grammar import pol_parser
+
+    frontend = pol_parser.Lark_StandAlone().parser
+    table = frontend.parser._parse_table
+    # The table's own Rule objects as keys: a lookup by identity, not by Rule.__eq__.
+    rules = {id(arg): arg for actions in table.states.values() for action, arg in actions.values()
+             if action == pol_parser.Reduce}
+    plans = [(rule, _rule_plan(rule)) for rule in rules.values()]
+    return frontend, plans, pol_parser
+
+
+def _parse_fast(text: str, file: str) -> Optional[list]:
+    """The declarations, or None where the full path must decide (an error, or an expression
+    nested so deep that MAX_DEPTH may be exceeded)."""
+    frontend, plans, module = _standalone()
+    builder = _Builder(file)
+    callbacks = {rule: _callback(plan, builder) for rule, plan in plans}
+    parser = module._Parser(frontend.parser._parse_table, callbacks)
+    result = parser.parse(module.LexerThread.from_text(frontend.lexer, text), "start")
+    if result.height > MAX_DEPTH:  # lark's tree would have a node MAX_DEPTH deep, or nearly
+        return None
+    return result.value
 
 
 def parse_file(path: str) -> ast.Program:

@@ -1,0 +1,49 @@
+"""What `polc check` imports (issue 18): a check is run in a fresh interpreter, as the
+command runs it, and `sys.modules` is read afterwards. jax and pyarrow are for compiling
+and traces, lark only for reporting a syntax error (valid text goes through the
+standalone parser generated from grammar/pol.lark)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CAR_RACING = ROOT / "examples" / "car_racing" / "initial.pol"
+
+_RUN = """
+import contextlib, io, json, sys
+from polc.cli import main
+with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+    code = main(["check", sys.argv[1]])
+print(json.dumps({"code": code, "modules": sorted(m.split(".")[0] for m in sys.modules)}))
+"""
+
+
+def _check_in_fresh_interpreter(path: Path) -> tuple[int, set[str]]:
+    p = subprocess.run([sys.executable, "-c", _RUN, str(path)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return out["code"], set(out["modules"])
+
+
+def test_a_clean_check_imports_neither_jax_nor_pyarrow_nor_lark():
+    code, modules = _check_in_fresh_interpreter(CAR_RACING)
+    assert code == 0
+    assert not modules & {"jax", "jaxlib", "pyarrow", "lark"}, modules & {"jax", "jaxlib", "pyarrow", "lark"}
+
+
+@pytest.mark.parametrize("source, code", [("latent a = 1 +\n", 1),
+                                          ("obs x : real in [0, 1]\naction a : real in [0, 1] = x\n", 0)])
+def test_lark_is_imported_only_to_report_a_syntax_error(tmp_path, source, code):
+    path = tmp_path / "p.pol"
+    path.write_text(source, encoding="utf-8")
+    got, modules = _check_in_fresh_interpreter(path)
+    assert got == code
+    assert ("lark" in modules) == (code == 1)
+    assert not modules & {"jax", "pyarrow"}
