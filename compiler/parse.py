@@ -492,9 +492,16 @@ def _only_child(children):
 
 @functools.lru_cache(maxsize=1)
 def _standalone():
-    """(the standalone parser's table and lexer, its rules with their plans, the module)."""
+    """(the standalone parser's table and lexer, its rules with their plans, the module), or None
+    when the generated module is not of the grammar shipped beside it (pol.lark edited, the
+    parser not yet regenerated): then lark's full parser parses everything, slower, never wrong."""
+    import hashlib
+
     from .grammar import pol_parser
 
+    grammar = resources.files("polc.grammar").joinpath("pol.lark").read_bytes()
+    if getattr(pol_parser, "POLC_GRAMMAR_SHA256", None) != hashlib.sha256(grammar).hexdigest():
+        return None
     frontend = pol_parser.Lark_StandAlone().parser
     table = frontend.parser._parse_table
     # The table's own Rule objects as keys: a lookup by identity, not by Rule.__eq__.
@@ -507,6 +514,8 @@ def _standalone():
 def _parse_fast(text: str, file: str) -> Optional[list]:
     """The declarations, or None where the full path must decide (an error, or an expression
     nested so deep that MAX_DEPTH may be exceeded)."""
+    if _standalone() is None:
+        return None
     frontend, plans, module = _standalone()
     builder = _Builder(file)
     callbacks = {rule: _callback(plan, builder) for rule, plan in plans}

@@ -58,7 +58,8 @@ def generate() -> str:
                      maybe_placeholders=True, import_paths=[str(HERE)])
     out = io.StringIO()
     gen_standalone(lark_inst, out=out)
-    return stamp() + "\n" + out.getvalue()
+    # polc.parse compares this with the grammar it ships and parses with lark alone when they differ.
+    return stamp() + "\n" + f'POLC_GRAMMAR_SHA256 = "{grammar_sha256()}"\n' + out.getvalue()
 
 
 def main(argv=None) -> int:

@@ -56,6 +56,24 @@ def test_a_stale_parser_is_told_apart(tmp_path):
     assert regen.recorded_stamp(tmp_path / "absent.py") == ""
 
 
+def test_a_stale_parser_is_never_used(monkeypatch):
+    # pol.lark edited, pol_parser.py not regenerated: lark's full parser parses everything
+    from polc.grammar import pol_parser
+
+    text = (ROOT / "examples" / "car_racing" / "initial.pol").read_text(encoding="utf-8")
+    expected = parse.parse_program(text, "c.pol")
+    monkeypatch.setattr(pol_parser, "POLC_GRAMMAR_SHA256", "0" * 64)
+    parse._standalone.cache_clear()
+    try:
+        assert parse._standalone() is None
+        assert parse._parse_fast(text, "c.pol") is None
+        assert parse.parse_program(text, "c.pol") == expected
+    finally:
+        monkeypatch.undo()
+        parse._standalone.cache_clear()
+    assert parse._standalone() is not None
+
+
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_both_paths_agree_on_every_example_and_golden_program(path):
     text, file = _text(path), path.relative_to(ROOT).as_posix()
