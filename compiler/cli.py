@@ -31,7 +31,15 @@ from typing import Callable, Optional, Sequence
 
 from .ast import Span
 from .diagnostics import Diagnostic, InternalCompilerError, PolError, dumps, render_all
-from .files import write_atomic  # noqa: F401  (re-exported: `from polc.cli import write_atomic`)
+
+
+def __getattr__(name: str):
+    # `from polc.cli import write_atomic` keeps working; `polc check` does not import tempfile for it.
+    if name == "write_atomic":
+        from .files import write_atomic
+
+        return write_atomic
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UsageError(Exception):
@@ -198,6 +206,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(out)
     else:
+        from .files import write_atomic
+
         write_atomic(args.output, out)
         print(f"wrote {args.output}", file=sys.stderr)
     if program.warnings:
@@ -214,6 +224,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(out)
     else:
+        from .files import write_atomic
+
         write_atomic(args.output, out)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -232,6 +244,8 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         return 0
     if args.in_place:
         if formatted != text:
+            from .files import write_atomic
+
             write_atomic(args.file, formatted)
         return 0
     sys.stdout.write(formatted)
