@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import cli as rc
 from ..cli import UsageError
+from ..cluster.flags import add_ray_flags, pool_for
 
 # (flag, RLConfig field, type, help): the settings a user may override.
 OVERRIDES = (
@@ -114,8 +115,16 @@ def _cmd_rl_polc(args: argparse.Namespace) -> int:
     params = rc.params_for(policy, args.params)
     try:
         with rc.sigterm_interrupts():
-            result = train(policy, params, spec, config, args.output, resume=args.resume,
-                           start={"file": args.params}, progress=not args.quiet)
+            with pool_for(args, spec, policy) as pool:
+                run = train
+                if pool is not None:  # each update's episodes collected by the cluster's workers
+                    from functools import partial
+
+                    from ..cluster.remote import ray_train
+
+                    run = partial(ray_train, pool)
+                result = run(policy, params, spec, config, args.output, resume=args.resume,
+                             start={"file": args.params}, progress=not args.quiet)
     except RLError as err:
         return rc.fail(str(err))
     except KeyboardInterrupt:
@@ -258,4 +267,5 @@ def register(sub: Any) -> None:
         else:
             c.add_argument(flag, dest=field, type=kind, default=None, help=text)
     c.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    add_ray_flags(c)
     c.set_defaults(func=rc.guard(cmd_rl))

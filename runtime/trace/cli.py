@@ -6,6 +6,9 @@ policy, and the score over unseen seeds.
     polc rollout FILE.pol [--params P] --env ENV --episodes N [--seed S] [--sample] -o TRACE.parquet
     polc eval FILE.pol [--params P] --env ENV --seeds N [--json]     (or --expert instead of FILE)
 
+`--ray auto|ADDRESS` (or $POLC_RAY_ADDRESS) runs rollout's and eval's episodes on a Ray
+cluster's workers, with the same trace and scores (`polc.runtime.cluster`, docs/ray.md).
+
 Without `--params`, a policy runs with the weights declared in its source (mlp
 weights drawn from key 0). Rollouts and demos stopped early (Ctrl-C, SIGTERM, an
 error) keep their finished episodes in `<stem>.partial.parquet` (`polc.runtime.io.table`).
@@ -21,6 +24,7 @@ from typing import Any, Optional
 
 from .. import cli as rc
 from ..cli import UsageError
+from ..cluster.flags import add_ray_flags, pool_for, ray_label
 
 
 def cmd_demos(args: argparse.Namespace) -> int:
@@ -162,12 +166,18 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             "actions": "sampled" if args.sample else "mean",
             "noise_seed": args.noise_seed if args.sample else None}
     writer = TableWriter(rc.output_file(args.output), TraceLayout(tp, spec.schema).columns(), meta)
-    with rc.episode_progress("rollout", len(seeds), args.quiet) as bar, rc.writing(writer):
+    with pool_for(args, spec, policy) as pool, \
+            rc.episode_progress(ray_label("rollout", pool), len(seeds), args.quiet) as bar, rc.writing(writer):
         def done(ep) -> None:
             writer.write_episode(ep.columns)
             bar.episode(f"seed {ep.seed}: return {ep.ret:.1f}")
 
-        result = rollout(policy, params, spec, seeds, config, done, on_steps=bar.steps)
+        if pool is None:
+            result = rollout(policy, params, spec, seeds, config, done, on_steps=bar.steps)
+        else:  # the same episodes, stepped by the cluster's workers (polc.runtime.cluster)
+            from ..cluster.remote import ray_rollout
+
+            result = ray_rollout(pool, params, seeds, config, done, on_steps=bar.steps)
     print(f"wrote {args.output}: {len(seeds)} episode(s), {writer.rows} steps, return "
           f"{result.returns.mean():.1f} ± {result.returns.std():.1f}", file=sys.stderr)
     return 0
@@ -185,19 +195,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
         seeds = eval_seeds(spec, args.episodes, args.seed)
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
-    with rc.episode_progress("eval", len(seeds), args.quiet or args.json) as bar:
-        progress = lambda ep: bar.episode(f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
-        if args.expert:
+    if args.expert:  # in this process, --ray or not: the expert reads the simulator
+        with rc.episode_progress("eval", len(seeds), args.quiet or args.json) as bar:
             if isinstance(args.expert, str):  # a user's expert, not the environment's own
                 spec = _with_expert(spec, args.expert)
-            result = evaluate_expert(spec, seeds, progress)
-            what = {"policy": "expert" if args.expert is True else f"expert {args.expert}"}
-        else:
-            policy = rc.compile_policy(args.file)
-            params = rc.params_for(policy, args.params)
-            result = evaluate(policy, params, spec, seeds, _rollout_config(args, len(seeds), trace=False), progress,
-                              on_steps=bar.steps)
-            what = {"policy": args.file, "params": args.params, "actions": "sampled" if args.sample else "mean"}
+            result = evaluate_expert(spec, seeds, lambda ep: bar.episode(f"seed {ep.seed}: {ep.ret:.1f}"))
+        what = {"policy": "expert" if args.expert is True else f"expert {args.expert}"}
+    else:
+        policy = rc.compile_policy(args.file)
+        params = rc.params_for(policy, args.params)
+        config = _rollout_config(args, len(seeds), trace=False)
+        with pool_for(args, spec, policy) as pool, \
+                rc.episode_progress(ray_label("eval", pool), len(seeds), args.quiet or args.json) as bar:
+            progress = lambda ep: bar.episode(f"seed {ep.seed}: {ep.ret:.1f}")  # noqa: E731
+            if pool is None:
+                result = evaluate(policy, params, spec, seeds, config, progress, on_steps=bar.steps)
+            else:  # each worker evaluates its share with the same code (polc.runtime.cluster)
+                from ..cluster.remote import ray_evaluate
+
+                result = ray_evaluate(pool, params, seeds, config, progress, on_steps=bar.steps)
+        what = {"policy": args.file, "params": args.params, "actions": "sampled" if args.sample else "mean"}
     if args.json:
         print(json.dumps(result.to_json(**what), indent=1))
     else:
@@ -240,6 +257,7 @@ def register(sub: Any) -> None:
     c.add_argument("--eval-seeds", action="store_true",
                    help="run on the first evaluation seeds instead (the ones polc eval reports as unseen)")
     c.add_argument("-o", "--output", required=True, help="the .parquet trace to write")
+    add_ray_flags(c)
     c.set_defaults(func=rc.guard(cmd_rollout))
 
     c = sub.add_parser("eval", help="mean ± std score over unseen seeds, the share solved and the success "
@@ -255,4 +273,5 @@ def register(sub: Any) -> None:
     c.add_argument("--seed", "--seed-start", dest="seed", type=int,
                    help="seed of the first episode (default: the environment's first evaluation seed)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_ray_flags(c)
     c.set_defaults(func=rc.guard(cmd_eval))
