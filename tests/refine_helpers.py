@@ -143,7 +143,7 @@ def remembered_fits():
     from polc.runtime.refine import work
 
     def fit_program(program, demo, settings):
-        key = (program.source, demo.path, settings.restarts, settings.max_epochs, settings.patience)
+        key = (program.source, demo.path, settings.restarts, settings.max_epochs, settings.patience, settings.seed)
         if key not in _FITS:
             _FITS[key] = work.fit_program(program, demo, settings)
         return _FITS[key]
@@ -173,6 +173,7 @@ def fits_once():
 # ---- the bundled scripted sessions, end to end ----
 
 ROOT = Path(__file__).resolve().parents[1]
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # any selects a provider
 
 
 def replay_bundled_session(task: str, run: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -181,7 +182,7 @@ def replay_bundled_session(task: str, run: Path, *extra: str) -> tuple[subproces
     checking what every scripted run must show: it succeeded, says plainly at its start and
     in its summary that the replies are a scripted recording, prints the table, and reports
     every prompt difference from the recording (none silently)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
     proc = subprocess.run([sys.executable, "-m", "polc.cli", "refine", f"examples/{task}", "-o", str(run), *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -64,7 +64,7 @@ def test_a_manual_session_saves_the_prompt_and_waits(tmp_path):
 
 @pytest.fixture
 def no_key(monkeypatch):
-    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)
 
 

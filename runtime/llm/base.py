@@ -42,7 +42,9 @@ class Reply:
     """What the model answered and what it cost: tokens as the provider counts them (output
     includes any thinking tokens), `seconds` of wall time for the whole call with retries.
     `reasoning_tokens` (the part of output spent thinking) and `cached_input_tokens` (the
-    part of input served from the provider's cache) are None where it does not say."""
+    part of input served from the provider's cache) are None where it does not say. `model`
+    is the spec of the model that wrote it when that is not the backend answering (a replay
+    names the recorded model, so a replayed run is priced as the run it replays)."""
 
     text: str
     input_tokens: int
@@ -50,6 +52,7 @@ class Reply:
     seconds: float
     reasoning_tokens: Optional[int] = None
     cached_input_tokens: Optional[int] = None
+    model: Optional[str] = None
 
 
 class Backend(Protocol):

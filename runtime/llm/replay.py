@@ -42,7 +42,8 @@ class ReplayBackend:
                                  + prompt_diff(recorded, messages))
         self.position += 1
         return Reply(record["reply"], int(record["input_tokens"]), int(record["output_tokens"]),
-                     float(record["seconds"]), record.get("reasoning_tokens"), record.get("cached_input_tokens"))
+                     float(record["seconds"]), record.get("reasoning_tokens"), record.get("cached_input_tokens"),
+                     record.get("model") if isinstance(record.get("model"), str) else None)
 
 
 def prompt_diff(recorded: Sequence[Message], sent: Sequence[Message]) -> str:

@@ -2,11 +2,14 @@
 
     polc generate TASK.md --env car_racing -o initial.pol [--llm SPEC]
     polc refine TASK_DIR [--rounds 6] [--llm SPEC] [--llm-option KEY=VALUE]... [--feedback analysis|table|none]
-                [-o runs/NAME] [--quick]
-    polc refine --resume runs/NAME
+                [-o runs/NAME] [--quick] [--max-tokens N] [--max-cost USD] [--prices FILE]
+                [--candidates K] [--seed N]
+    polc refine --resume runs/NAME [--max-tokens N] [--max-cost USD]
 
-Without --llm a run uses Gemini (gemini-2.5-flash) when GEMINI_API_KEY or GOOGLE_API_KEY
-is set, and otherwise the task's bundled scripted session, saying so plainly. SPEC is
+Without --llm a run uses the first provider whose key is set: Gemini (gemini-2.5-flash) with
+GEMINI_API_KEY or GOOGLE_API_KEY, OpenAI (gpt-5-mini) with OPENAI_API_KEY, Anthropic
+(claude-sonnet-4-5) with ANTHROPIC_API_KEY; with none, the task's bundled scripted session,
+saying so plainly. SPEC is
 gemini:MODEL, openai:MODEL (OPENAI_API_KEY, OPENAI_BASE_URL: any OpenAI-compatible
 server), anthropic:MODEL (ANTHROPIC_API_KEY), replay:DIR or manual:DIR (docs/llm.md).
 Nothing heavy is imported until a command runs.
@@ -15,12 +18,18 @@ Each LLM call has one wall-clock limit over all its attempts, `--llm-timeout SEC
 (default 600, `polc.runtime.llm.DEFAULT_TIMEOUT`); a call that exceeds it (a provider that
 never answers, or trickles its reply) stops the run, which `--resume` continues.
 
+Budgets (budget.py): `--max-tokens` and `--max-cost` stop the run before a call that would
+exceed them; the cost comes from the price table (polc.runtime.llm.prices, `--prices FILE`).
+`--candidates K` asks for K revisions per REVISE move and keeps the best (population.py).
+
 Exit codes: 0 the run finished (STOP, its last round, or already finished); 1 it stopped
 on an error to fix (the provider, the task, the sandbox; `--resume` continues it); 2 bad
-usage; 4 (EXIT_UNUSABLE) it ended because the model's replies could not be used (no usable
-reply, or programs that never passed `polc check` or never fitted within the allowed
-retries): its rounds up to then, summary and table are written as for a finished run.
-130 interrupted. `polc generate` exits 4 on unusable replies too.
+usage (a bad prices file, a budget resumed unraised); 4 (EXIT_UNUSABLE) it ended because the
+model's replies could not be used (no usable reply, or programs that never passed `polc
+check` or never fitted within the allowed retries): its rounds up to then, summary and
+table are written as for a finished run; 5 (EXIT_BUDGET) a budget stopped it before a call:
+the complete rounds, summary and table are written, and `--resume` with a larger budget
+continues it. 130 interrupted. `polc generate` exits 4 on unusable replies too.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from ..cli import UsageError, sigterm_interrupts
 
 
 EXIT_UNUSABLE = 4  # the run ended because the model's replies could not be used
+EXIT_BUDGET = 5  # a budget (--max-tokens, --max-cost) stopped the run before a call; --resume with a larger one
 
 
 def _fail(message: str) -> int:
@@ -48,13 +58,15 @@ def scripted_notice(choice: Any, task_dir: str) -> str:
     return (f"The LLM replies in this run are a SCRIPTED RECORDING ({choice.source}/exchanges.jsonl), written "
             "by hand for this task and played back in order: no model is called. The analyses, checks, fits, "
             "rollouts and returns are computed now, for real. To refine with a real model, set GEMINI_API_KEY "
-            f"and run `polc refine {task_dir}` (or add --llm gemini:{DEFAULT_MODEL}).")
+            f"(or OPENAI_API_KEY, ANTHROPIC_API_KEY) and run `polc refine {task_dir}` (or add --llm "
+            f"gemini:{DEFAULT_MODEL}, openai:MODEL, anthropic:MODEL).")
 
 
 # ---- refine ----------------------------------------------------------------------------
 
 
 def _new_run(args: argparse.Namespace):
+    from .budget import Budget
     from .loop import load_task, write_config
     from .rundir import RunDir, RunDirError, default_name
     from .scripted import choose
@@ -65,7 +77,7 @@ def _new_run(args: argparse.Namespace):
     task = load_task(args.task, args.env)
     try:
         settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
-                            eval_episodes=args.eval_episodes,
+                            eval_episodes=args.eval_episodes, candidates=args.candidates, seed=args.seed,
                             **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}))
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
@@ -74,14 +86,74 @@ def _new_run(args: argparse.Namespace):
     choice = _with_options(choose(args.llm, task.dir), args.llm_option)
     if choice.scripted:
         _verify_session(choice, settings)
+    prices = _prices(args, choice)
+    budget = _budget(args, Budget(), choice, prices)
     out = args.output or str(Path("runs") / default_name(task.dir))
     command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["refine"] else None
     try:
         run = RunDir.create(out, write_config(settings, choice, task, command or f"polc refine {args.task}"))
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
-    run.update_config(llm_source=choice.source, **({"llm_options": dict(choice.options)} if choice.options else {}))
+    run.update_config(llm_source=choice.source, **({"llm_options": dict(choice.options)} if choice.options else {}),
+                      budget=budget.to_json(), **({"prices": list(prices.sources)} if prices is not None else {}))
     return run, task, settings, choice
+
+
+def _costs(args: argparse.Namespace, run: Any, choice: Any) -> tuple[Any, Any]:
+    """(price table, budget) of a run: a new run's as `_new_run` checked and saved them; a
+    resumed run's budget raised by this invocation's flags (refused when a budget stopped it
+    and is not raised), saved back to run.json."""
+    from .budget import Budget
+
+    prices = _prices(args, choice)
+    config = run.config
+    try:
+        old = Budget.from_json(config.get("budget") or {})
+    except ValueError as e:
+        raise UsageError(f"polc: the budget in {run.path / 'run.json'} cannot be used ({e}).") from None
+    if not getattr(args, "resume", None):
+        return prices, old
+    budget = _budget(args, old, choice, prices)
+    _verify_raised(run, config.get("budget_stop"), old, budget)
+    run.update_config(budget=budget.to_json(), budget_stop=None,
+                      **({"prices": list(prices.sources)} if prices is not None else {}))
+    return prices, budget
+
+
+def _prices(args: argparse.Namespace, choice: Any):
+    """The price table of a run (None for a scripted or manual session: no model is paid)."""
+    from ..llm.prices import PricesError, load_prices
+
+    if choice.kind in ("scripted", "manual"):
+        if getattr(args, "prices", None):
+            raise UsageError(f"polc: --prices has nothing to price: {choice.spec} calls no model.")
+        return None
+    try:
+        return load_prices(getattr(args, "prices", None))
+    except PricesError as e:
+        raise UsageError(f"polc: {e}") from None
+
+
+def _budget(args: argparse.Namespace, old: Any, choice: Any, prices: Any):
+    """`old` (the run's budget) with this invocation's --max-tokens / --max-cost."""
+    from dataclasses import replace
+
+    from .budget import parse_cost, parse_tokens
+
+    try:
+        budget = old
+        if getattr(args, "max_tokens", None) is not None:
+            budget = replace(budget, max_tokens=parse_tokens(args.max_tokens))
+        if getattr(args, "max_cost", None) is not None:
+            budget = replace(budget, max_cost=parse_cost(args.max_cost))
+    except ValueError as e:
+        raise UsageError(f"polc: {e}.") from None
+    if budget.max_cost is not None and (prices is None or prices.price(choice.spec) is None):
+        where = ", ".join(prices.sources) if prices is not None else "no price table: it calls no model"
+        raise UsageError(f"polc: --max-cost needs the price of {choice.spec}, which is not in the price table "
+                         f"({where}); add it to ~/.config/polc/prices.toml or a --prices FILE (docs/llm.md), "
+                         "or bound the run with --max-tokens.")
+    return budget
 
 
 def _with_options(choice: Any, pairs: Any) -> Any:
@@ -160,29 +232,57 @@ def _resumed_run(args: argparse.Namespace):
                                        tuple((str(k), str(v)) for k, v in options.items()))
 
 
+def _verify_raised(run: Any, stop: Any, old: Any, new: Any) -> None:
+    """A run a budget stopped continues only with that budget raised (or lifted: never by
+    passing the same exhausted one again)."""
+    if not isinstance(stop, dict):
+        return
+    from .budget import cost_text, tokens_text
+
+    which = stop.get("budget")
+    if which == "tokens" and new.max_tokens is not None and new.max_tokens <= (old.max_tokens or 0):
+        raise UsageError(f"polc: {run.path} stopped at its token budget (--max-tokens {tokens_text(old.max_tokens)}, "
+                         f"{tokens_text(int(stop.get('spent', 0)))} spent); continue with a larger one, e.g. "
+                         f"`polc refine --resume {run.path} --max-tokens {_raised(old.max_tokens)}`.")
+    if which == "cost" and new.max_cost is not None and new.max_cost <= (old.max_cost or 0):
+        raise UsageError(f"polc: {run.path} stopped at its cost budget (--max-cost {old.max_cost:g}, "
+                         f"{cost_text(float(stop.get('spent', 0)))} spent); continue with a larger one, e.g. "
+                         f"`polc refine --resume {run.path} --max-cost {old.max_cost * 1.5:g}`.")
+
+
+def _raised(tokens: int) -> str:
+    n = int(tokens * 1.5)
+    return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n // 1000}k" if n >= 1000 else str(n)
+
+
 def cmd_refine(args: argparse.Namespace) -> int:
     from ..io.table import TableError
     from ..llm import LLMError
     from ..sandbox.process import SandboxUnavailable
+    from .budget import BudgetExhausted
     from .loop import Loop, RoundEnd, TaskError
     from .report import Progress
     from .rundir import RunDirError
 
     try:
         run, task, settings, choice = _resumed_run(args) if args.resume else _new_run(args)
+        prices, budget = _costs(args, run, choice)
     except (TaskError, LLMError) as e:
         return _fail(str(e))
     notice = scripted_notice(choice, str(task.dir)) if choice.scripted else None
     ui = Progress(quiet=args.quiet)
     ui.say(f"polc refine: {'resuming ' if args.resume else ''}run {run.path} — task {task.dir}, model "
            f"{choice.spec}, feedback {settings.feedback}, up to {settings.rounds} rounds"
-           + (" (quick: short episodes, few seeds)" if settings.quick else ""))
+           + (" (quick: short episodes, few seeds)" if settings.quick else "")
+           + (f", {settings.candidates} candidate revisions per REVISE" if settings.candidates > 1 else "")
+           + (f", budget {budget.describe()}" if budget.max_tokens or budget.max_cost else ""))
     if notice:
         ui.say(notice)
     status = "running"
     try:
         with sigterm_interrupts(), ui:  # the round in progress is redone on --resume
-            loop = Loop(run, task, settings, choice, ui, on_round=lambda lp: _after_round(run, lp, notice))
+            loop = Loop(run, task, settings, choice, ui, on_round=lambda lp: _after_round(run, lp, notice),
+                        prices=prices, budget=budget)
             if loop.finished:
                 ui.say("this run is already finished.")
             loop.run()
@@ -191,6 +291,8 @@ def cmd_refine(args: argparse.Namespace) -> int:
         print(f"polc: interrupted; the round in progress will be redone: polc refine --resume {run.path}",
               file=sys.stderr)
         return 130
+    except BudgetExhausted as e:
+        return _budget_stop(run, loop, notice, task, e)
     except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError) as e:
         return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
                      f"`polc refine --resume {run.path}`.")
@@ -200,6 +302,18 @@ def cmd_refine(args: argparse.Namespace) -> int:
               f"{EXIT_UNUSABLE}): {loop.history[-1]['end']}.", file=sys.stderr)
         return EXIT_UNUSABLE
     return 0
+
+
+def _budget_stop(run: Any, loop: Any, notice: Any, task: Any, e: Any) -> int:
+    """A budget stopped the run before a call: the complete rounds are saved with their
+    summary and table, run.json says which budget, and the message says how to continue."""
+    run.update_config(budget_stop=e.to_json())
+    status = f"stopped by its {'token' if e.which == 'tokens' else 'cost'} budget"
+    _finish(run, loop, notice, status, task)
+    flag = "--max-tokens" if e.which == "tokens" else "--max-cost"
+    print(f"polc: {e}.\nThe complete rounds are saved in {run.path} (the round in progress is redone); continue "
+          f"with a larger budget: `polc refine --resume {run.path} {flag} N` (exit {EXIT_BUDGET}).", file=sys.stderr)
+    return EXIT_BUDGET
 
 
 def _after_round(run: Any, loop: Any, notice: Any) -> None:
@@ -265,7 +379,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
             from .scripted import has_key
 
             if not has_key():
-                raise LLMError("polc generate needs a model: set GEMINI_API_KEY (or GOOGLE_API_KEY), or pass "
+                raise LLMError("polc generate needs a model: set GEMINI_API_KEY (or GOOGLE_API_KEY, OPENAI_API_KEY, "
+                               "ANTHROPIC_API_KEY), or pass "
                                "--llm gemini:MODEL, openai:MODEL, anthropic:MODEL, replay:DIR or manual:DIR.")
         choice = _with_options(choose(args.llm, path.parent), args.llm_option)
         spec = environment(env, Settings())
@@ -328,12 +443,13 @@ def register(sub: Any) -> None:
     c = sub.add_parser("refine", help="the refinement loop: fit, roll out, analyse with an LLM, revise",
                        epilog="exit codes: 0 finished; 1 stopped on an error (continue with --resume); 2 bad "
                               f"usage; {EXIT_UNUSABLE} ended because the model's replies could not be used; "
-                              "130 interrupted")
+                              f"{EXIT_BUDGET} a budget stopped it (--resume with a larger one); 130 interrupted")
     c.add_argument("task", nargs="?", help="task folder with task.md, demo.parquet and initial.pol")
     c.add_argument("--rounds", type=int, default=6, help="rounds that end in a move of the model")
     c.add_argument("--llm", help="gemini:MODEL, openai:MODEL (OPENAI_BASE_URL: any OpenAI-compatible server), "
                                  "anthropic:MODEL, replay:DIR (a recorded run, strictly) or manual:DIR (you write "
                                  "each reply as DIR/replies/NNN.md) (default: gemini-2.5-flash with GEMINI_API_KEY, "
+                                 "gpt-5-mini with OPENAI_API_KEY, claude-sonnet-4-5 with ANTHROPIC_API_KEY, "
                                  "else the task's scripted session)")
     c.add_argument("--feedback", choices=("analysis", "table", "none"), default="analysis",
                    help="what the model sees of a rollout: its own analysis, the whole table, or nothing")
@@ -344,6 +460,15 @@ def register(sub: Any) -> None:
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
     c.add_argument("--env", help="environment name (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    c.add_argument("--max-tokens", metavar="N", help="stop before a call that would take the run past N tokens "
+                                                     "(input + output; 400k, 1.5M)")
+    c.add_argument("--max-cost", metavar="USD", help="stop before a call that would take the run past USD dollars "
+                                                     "(needs the model's price)")
+    c.add_argument("--prices", metavar="FILE", help="a prices TOML overriding polc's table (default: "
+                                                    "~/.config/polc/prices.toml when it exists; docs/llm.md)")
+    c.add_argument("--candidates", type=int, default=1, metavar="K",
+                   help="revisions asked for per REVISE move; each is checked, fitted and scored, the best kept")
+    c.add_argument("--seed", type=int, default=0, help="the fit's seed and the candidates' tie-breaking order")
     _timeout_flag(c)
     c.set_defaults(func=cmd_refine)
 

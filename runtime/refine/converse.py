@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 from ..llm import Message, append_exchange, render
+from ..llm.record import OPTIONAL_COUNTS
 from . import replies, templates
+from .budget import Meter
 from .rundir import write_atomic
 from .work import Checked, check
 
@@ -49,9 +51,19 @@ class Counts:
     reply_retries: int = 0
     repairs: int = 0
     mismatches: int = 0
+    priced: bool = False          # a price table was given: `cost_usd` is kept (None: unknown)
+    cost_usd: Optional[float] = 0.0
 
     def to_json(self) -> dict:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()
+               if k not in ("priced", "cost_usd")}
+        if self.priced:  # without a price table (a scripted session) no cost is recorded at all
+            out["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
+        return out
+
+    def add_cost(self, usd: Optional[float]) -> None:
+        """One call's cost; once one is unknown the round's total is unknown."""
+        self.cost_usd = None if usd is None or self.cost_usd is None else self.cost_usd + usd
 
 
 class Caller:
@@ -59,29 +71,42 @@ class Caller:
     run-wide index of this round's first call."""
 
     def __init__(self, backend: Any, round_dir: Path, first_index: int,
-                 notice: Callable[[str], None] = lambda s: None, token_note: Optional[str] = None):
+                 notice: Callable[[str], None] = lambda s: None, token_note: Optional[str] = None,
+                 meter: Optional[Meter] = None):
         self.backend = backend
         self.dir = round_dir
         self.index = first_index
         self.notice = notice
         self.token_note = token_note
-        self.counts = Counts()
+        self.meter = meter  # prices each reply, and stops a call that would exceed the run's budget
+        self.counts = Counts(priced=meter is not None and meter.prices is not None)
         self._log: list[str] = []
 
     def __call__(self, messages: list[Message], purpose: str) -> str:
+        if self.meter is not None:
+            self.meter.check(messages)  # BudgetExhausted: the call is not made
         reply = self.backend.complete(messages)
-        record = {"index": self.index, "model": self.backend.name, "purpose": purpose,
+        model = reply.model or self.backend.name  # a replayed reply: the model that made it
+        cost = self.meter.cost(model, reply) if self.meter is not None else None
+        record = {"index": self.index, "model": model, "purpose": purpose,
                   "messages": [{"role": m.role, "text": m.text} for m in messages], "reply": reply.text,
                   "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
-                  "seconds": round(reply.seconds, 3), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                  "seconds": round(reply.seconds, 3), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  **{k: getattr(reply, k) for k in OPTIONAL_COUNTS if getattr(reply, k) is not None}}
         if self.token_note:
             record["tokens"] = self.token_note
+        if self.counts.priced:
+            record["cost_usd"] = None if cost is None else round(cost, 8)
         append_exchange(self.dir / "exchanges.jsonl", record)
+        if self.meter is not None:
+            self.meter.record(messages, reply, cost)
         c = self.counts
         c.calls += 1
         c.input_tokens += reply.input_tokens
         c.output_tokens += reply.output_tokens
         c.seconds += reply.seconds
+        if c.priced:
+            c.add_cost(cost)
         mismatch = getattr(self.backend, "last_mismatch", None)
         if mismatch:
             c.mismatches += 1

@@ -82,6 +82,7 @@ class Dialogue:
 
     def _ask_move(self, messages: list[Message], allow_test: bool):
         allowed = ("REVISE", "TEST", "STOP") if allow_test else ("REVISE", "STOP")
+        self._move_prompt = list(messages)  # what further candidate revisions are asked with
         return ask(self.call, messages, lambda t: replies.parse_move(t, allowed), "move",
                    f"Name one move on a line of its own (`MOVE: {'`, `MOVE: '.join(allowed)}`) and give what "
                    "it needs: the complete program in one ```pol block for REVISE"
@@ -89,6 +90,11 @@ class Dialogue:
                    self.s.max_reply_retries)
 
     def _revise(self, move: replies.Move, messages: list[Message]) -> None:
+        if self.s.candidates > 1:
+            from .population import Population
+
+            Population(self, move, messages).run()
+            return
         self.loop.ui.phase(self.k, "checking the revision")
         program, text, _ = check_and_repair(self.call, messages, move.pol, f"{self.d.name}/next.pol",
                                             self.loop.task.env, self.s.max_repairs, self.s.max_reply_retries,

@@ -43,7 +43,8 @@ from ..llm import Message
 from . import context, replies, scores, templates
 from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected, ask,
                        check_and_repair)
-from .rundir import RunDir
+from .budget import Budget, Meter, spent_in
+from .rundir import RunDir, write_json
 from .scripted import TOKEN_ESTIMATE, Choice, open_backend
 from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_returns,
                    fit_program, metric_of, rollout_seeds, traced_rollout)
@@ -127,7 +128,8 @@ class Loop:
     """One run: `run()` goes round by round until the run ends (see the module docstring)."""
 
     def __init__(self, run: RunDir, task: Task, settings: Settings, choice: Choice, ui: Any,
-                 on_round: Optional[Callable[["Loop"], None]] = None, backend: Optional[Any] = None):
+                 on_round: Optional[Callable[["Loop"], None]] = None, backend: Optional[Any] = None,
+                 prices: Optional[Any] = None, budget: Budget = Budget()):
         from ..io.demo_check import non_finite_columns, partial_note
         from ..io.table import TableError, read_table
 
@@ -153,6 +155,22 @@ class Loop:
         # `backend` replaces the one `choice` names (tests); it must already be at request `calls`.
         self.backend = backend if backend is not None else open_backend(choice, start=self.calls,
                                                                         timeout=settings.llm_timeout)
+        self.meter = self._meter(prices, budget)
+        write_seeds(run, self)
+
+    def _meter(self, prices: Any, budget: Budget) -> Meter:
+        """The run's meter, starting from everything the run has spent: its complete rounds and
+        any it paid for and redoes (moved aside as round_NN.interrupted-M, or not finished)."""
+        done = set(self.run_dir.complete_rounds())
+        paid = [self.run_dir.round_dir(k) / "exchanges.jsonl" for k in sorted(done)]
+        paid += sorted(p / "exchanges.jsonl" for p in self.run_dir.path.glob("round_*")
+                       if p.is_dir() and p.name not in {f"round_{k:02d}" for k in done})
+        tokens, usd, outputs = spent_in(paid, prices)
+        return Meter(prices, budget, self.choice.spec, tokens, usd, outputs)
+
+    def fit(self, program: Any, demo: Any, settings: Settings) -> Fitted:
+        """`work.fit_program` as this module names it (the candidates are fitted the same way)."""
+        return fit_program(program, demo, settings)
 
     @property
     def finished(self) -> bool:
@@ -165,6 +183,7 @@ class Loop:
             self.history.append(metrics)
             self.calls += metrics["llm"]["calls"]
             self.run_dir.collect_exchanges([m["round"] for m in self.history])
+            write_seeds(self.run_dir, self)
             self.ui.round_done(metrics, self.settings, self.metric)
             if self.on_round is not None:
                 self.on_round(self)
@@ -176,7 +195,7 @@ class Loop:
         final = k >= s.rounds
         d = self.run_dir.begin_round(k)
         token_note = TOKEN_ESTIMATE if self.choice.kind in ("scripted", "manual") else None
-        call = Caller(self.backend, d, self.calls, self.ui.notice, token_note)
+        call = Caller(self.backend, d, self.calls, self.ui.notice, token_note, self.meter)
         m: dict[str, Any] = {"round": k, "final": final, "phases": {}}
         start = time.monotonic()
         try:
@@ -386,6 +405,25 @@ def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path
             return f"The built-in diagnostics could not be computed: {e}"
         finally:
             os.chdir(cwd)
+
+
+def write_seeds(run: RunDir, loop: "Loop") -> None:
+    """seeds.json: every seed the loop draws, so that a replayed run can be checked against
+    this one: the fit's (its validation split and restarts), the traced rollout's training
+    seeds, the unseen evaluation seeds, the declared weights' key, and each round's
+    candidate order (`--candidates`)."""
+    from ..trace.evaluate import eval_seeds
+
+    s = loop.settings
+    write_json(run.path / "seeds.json", {
+        "seed": s.seed,
+        "fit": {"seed": s.seed, "restarts": s.restarts, "split": f"numpy default_rng({s.seed})",
+                "restart_keys": f"jax.random.fold_in(PRNGKey({s.seed}), restart)"},
+        "rollout": list(loop.seeds), "eval": [int(x) for x in eval_seeds(loop.spec, s.eval_episodes)],
+        "declared_weights_key": "jax.random.PRNGKey(0)",
+        "candidate_order": {str(m["round"]): m["candidates"]["order"] for m in loop.history
+                            if isinstance(m.get("candidates"), dict)},
+        "candidates_scored_on": list(loop.seeds) if s.candidates > 1 else []})
 
 
 def write_config(settings: Settings, choice: Choice, task: Task, command: str) -> dict:

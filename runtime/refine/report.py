@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 
 from ..envs.metric import RETURN
 from . import scores
+from .budget import cost_text
 from .rundir import RunDir, write_json
 
 
@@ -53,8 +54,14 @@ class Progress:
         move = (m.get("move") or {}).get("kind") or ("final" if m.get("final") else "-")
         ev = m.get("eval")
         ret = scores.score_text(ev["mean"], ev["std"], metric) if ev else f"no {metric.name}"
+        llm = m["llm"]
+        cost = f", {cost_text(llm['cost_usd'])}" if "cost_usd" in llm else ""
+        population = m.get("candidates")
+        pop = (f", best of {population['asked']} candidates (#{population['chosen']})"
+               if isinstance(population, dict) else "")
         line = (f"round {m['round']} done: {ret} over {len(ev['seeds']) if ev else 0} unseen seeds, "
-                f"{m['llm']['calls']} LLM call(s), move {move}, {m['seconds']:.0f} s")
+                f"{llm['calls']} LLM call(s), {llm['input_tokens'] + llm['output_tokens']:,} tokens{cost}, "
+                f"move {move}{pop}, {m['seconds']:.0f} s")
         if m.get("end"):
             line += f"; run ends: {m['end']}"
         self.say(line)
@@ -63,18 +70,34 @@ class Progress:
 # ---- the table -------------------------------------------------------------------------
 
 
-def columns(metric: Any = RETURN) -> tuple[str, ...]:
-    """The table's header; the third column is the environment's metric."""
+def columns(metric: Any = RETURN, cost: bool = False) -> tuple[str, ...]:
+    """The table's header; the third column is the environment's metric, and `cost` adds
+    "cost (USD)" after the tokens (a run whose model has a price)."""
     return ("round", "structure", scores.column(metric), "LLM calls", "input tokens", "output tokens",
-            "env resets", "wall time", "move")
+            *(("cost (USD)",) if cost else ()), "env resets", "wall time", "move")
 
 
 COLUMNS = columns()
 
 
+def priced(history: Sequence[dict]) -> bool:
+    """Whether the table shows costs: some round's cost is known (a scripted session, or a
+    model the price table does not know, shows tokens only; the summary says why)."""
+    return any(isinstance(m["llm"].get("cost_usd"), (int, float)) for m in history)
+
+
+def total_cost(history: Sequence[dict]) -> Optional[float]:
+    """The run's cost in USD; None when a round's is unknown or was never priced."""
+    costs = [m["llm"].get("cost_usd") for m in history]
+    if not costs or any(not isinstance(c, (int, float)) for c in costs):
+        return None
+    return round(sum(costs), 6)
+
+
 def rows(history: Sequence[dict], metric: Any = RETURN) -> list[list[str]]:
     """One row of strings per round, then a total row."""
     out = []
+    cost = priced(history)
     for m in history:
         ev = m.get("eval")
         move = (m.get("move") or {}).get("kind") or ("(final)" if m.get("final") else "-")
@@ -83,11 +106,12 @@ def rows(history: Sequence[dict], metric: Any = RETURN) -> list[list[str]]:
         structure = f"{m['policy_name']} {m['structure_sha256'][:6]}" if m.get("policy_name") else "-"
         out.append([str(m["round"]), structure,
                     scores.mean_std(ev["mean"], ev["std"], metric) if ev else "-", str(m["llm"]["calls"]),
-                    f"{m['llm']['input_tokens']:,}", f"{m['llm']['output_tokens']:,}", str(m.get("resets", 0)),
+                    f"{m['llm']['input_tokens']:,}", f"{m['llm']['output_tokens']:,}",
+                    *([cost_text(m["llm"].get("cost_usd"))] if cost else []), str(m.get("resets", 0)),
                     _duration(m["seconds"]), move])
     t = totals(history)
     out.append(["total", "", "", str(t["llm_calls"]), f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
-                str(t["resets"]), _duration(t["seconds"]), ""])
+                *([cost_text(t["cost_usd"])] if cost else []), str(t["resets"]), _duration(t["seconds"]), ""])
     return out
 
 
@@ -102,7 +126,15 @@ def totals(history: Sequence[dict]) -> dict:
             "regenerations": sum(m.get("regenerations", 0) for m in history),
             "tests": sum(m.get("tests", 0) for m in history),
             "prompt_mismatches": sum(m["llm"].get("mismatches", 0) for m in history),
+            "cost_usd": total_cost(history),
+            "candidate_calls": sum(_population(m, "calls") for m in history),
+            "candidate_resets": sum(_population(m, "resets") for m in history),
             "seconds": round(sum(m["seconds"] for m in history), 1)}
+
+
+def _population(m: dict, key: str) -> int:
+    c = m.get("candidates")
+    return int(c.get(key, 0)) if isinstance(c, dict) else 0
 
 
 def _duration(seconds: float) -> str:
@@ -113,10 +145,11 @@ def _duration(seconds: float) -> str:
 
 def table_text(history: Sequence[dict], metric: Any = RETURN) -> str:
     """The per-round table as plain text (fixed-width columns), for the terminal and logs."""
-    header = columns(metric)
+    cost = priced(history)
+    header = columns(metric, cost)
     body = [list(header)] + rows(history, metric)
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
-    right = {2, 3, 4, 5, 6, 7}
+    right = set(range(2, len(header) - 1))
 
     def line(r: list[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
@@ -145,11 +178,32 @@ def write_summary(run: RunDir, history: Sequence[dict], status: str, notice: Opt
                           "evaluation seeds, per round; eval.scores per seed, eval.returns the returns beside it",
                "resets": "episodes whose traces the model was given (the paper's Table 1 count, without "
                          "final evaluation); eval_episodes counts the evaluation episodes",
+               "cost": cost_note(history, config),
+               "budget": config.get("budget"), "budget_stop": config.get("budget_stop"),
+               "candidates": "each REVISE move asked for {0} revisions; totals.candidate_calls and "
+                             "totals.candidate_resets are what the population cost beyond one revision (its "
+                             "episodes are in resets too)".format(config["settings"].get("candidates", 1))
+                             if config["settings"].get("candidates", 1) > 1 else None,
                "rounds": list(history), "totals": totals(history),
                "best_round": best["round"] if best else None,
                "table": table_text(history, metric).splitlines()}
     write_json(run.path / "summary.json", summary)
     return summary
+
+
+def cost_note(history: Sequence[dict], config: dict) -> str:
+    """One sentence on what the run cost and where the prices come from."""
+    if not any("cost_usd" in m["llm"] for m in history):
+        if config.get("scripted"):
+            return "no cost: the replies are a scripted recording, no model was called"
+        return "not priced (no price table was used)"
+    sources = ", ".join(config.get("prices") or []) or "polc's price table"
+    total = total_cost(history)
+    if total is not None:
+        return (f"{cost_text(total)} at the rates in {sources} (USD per million tokens; prices change and the "
+                "table can be stale)")
+    return (f"unknown: {config.get('llm')} has no price in {sources}; its tokens are counted. Add it to "
+            "~/.config/polc/prices.toml or a --prices FILE (docs/llm.md)")
 
 
 # ---- figures -----------------------------------------------------------------------------

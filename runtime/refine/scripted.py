@@ -1,7 +1,8 @@
 """Which model answers a run, and the two backends only `polc refine` uses.
 
-Without `--llm`, a run uses Gemini when GEMINI_API_KEY or GOOGLE_API_KEY is set and
-otherwise the task's bundled scripted session (`<task>/session/exchanges.jsonl`): replies
+Without `--llm`, a run uses the first provider whose key is set (GEMINI_API_KEY or
+GOOGLE_API_KEY: gemini-2.5-flash; OPENAI_API_KEY: gpt-5-mini; ANTHROPIC_API_KEY:
+claude-sonnet-4-5) and otherwise the task's bundled scripted session (`<task>/session/exchanges.jsonl`): replies
 written by hand, as an expert would, for the prompts of a recorded run. Its analyses
 are real code and its revisions real programs; only the model is scripted, and the run
 says so plainly.
@@ -107,8 +108,22 @@ class Choice:
         return self.kind == "scripted"
 
 
+# Without --llm, the first provider whose key is set answers (Gemini first, as before the
+# others existed); with no key, the task's bundled scripted session does.
+DEFAULTS = (("gemini", KEY_VARS, DEFAULT_MODEL), ("openai", ("OPENAI_API_KEY",), "gpt-5-mini"),
+            ("anthropic", ("ANTHROPIC_API_KEY",), "claude-sonnet-4-5"))
+
+
+def keyed_provider() -> Optional[tuple[str, str]]:
+    """(kind, model) of the first provider in DEFAULTS whose key variable is set, else None."""
+    for kind, variables, model in DEFAULTS:
+        if any(os.environ.get(v, "").strip() for v in variables):
+            return kind, model
+    return None
+
+
 def has_key() -> bool:
-    return any(os.environ.get(v, "").strip() for v in KEY_VARS)
+    return keyed_provider() is not None
 
 
 def choose(llm: Optional[str], task_dir: str | os.PathLike) -> Choice:
@@ -122,13 +137,16 @@ def choose(llm: Optional[str], task_dir: str | os.PathLike) -> Choice:
             raise LLMError(f"Unknown LLM backend {llm!r}: use gemini:MODEL (e.g. gemini:{DEFAULT_MODEL}), "
                            "openai:MODEL, anthropic:MODEL, replay:DIR, scripted:DIR or manual:DIR.")
         return Choice(llm, kind, arg)
-    if has_key():
-        return Choice(f"gemini:{DEFAULT_MODEL}", "gemini", DEFAULT_MODEL)
+    keyed = keyed_provider()
+    if keyed is not None:
+        kind, model = keyed
+        return Choice(f"{kind}:{model}", kind, model)
     session = Path(task_dir) / SESSION
     if (session / "exchanges.jsonl").exists():
         return Choice(f"scripted:{session}", "scripted", str(session))
-    raise LLMError(f"No LLM: set GEMINI_API_KEY (or GOOGLE_API_KEY), or pass --llm gemini:MODEL or "
-                   f"--llm replay:DIR; {task_dir} has no scripted session ({session}/exchanges.jsonl).")
+    raise LLMError(f"No LLM: set GEMINI_API_KEY (or GOOGLE_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY), or pass "
+                   f"--llm gemini:MODEL, openai:MODEL, anthropic:MODEL or replay:DIR; {task_dir} has no scripted "
+                   f"session ({session}/exchanges.jsonl).")
 
 
 def open_backend(choice: Choice, start: int = 0, timeout: float = DEFAULT_TIMEOUT):

@@ -40,12 +40,16 @@ class Settings:
     feedback_chars: int = 12000      # ... and how much of it is sent back
     llm_timeout: float = DEFAULT_TIMEOUT  # seconds for one LLM call, all its attempts together
     quick: bool = False
+    candidates: int = 1              # revisions asked for per REVISE move; the best is kept (1: the paper's loop)
+    seed: int = 0                    # the fit's seed and the candidates' order (seeds.json records every seed)
 
     def __post_init__(self) -> None:
         if self.feedback not in FEEDBACK_MODES:
             raise ValueError(f"feedback must be one of {', '.join(FEEDBACK_MODES)}, not {self.feedback!r}")
         if self.rounds < 1 or self.rollout_episodes < 1 or self.eval_episodes < 1:
             raise ValueError("rounds, rollout episodes and eval episodes must be at least 1")
+        if self.candidates < 1:
+            raise ValueError(f"--candidates must be at least 1, not {self.candidates}")
         if not (0 < self.llm_timeout < math.inf):
             raise ValueError(f"the LLM time limit must be a positive number of seconds, not {self.llm_timeout}")
 
@@ -153,7 +157,8 @@ def fit_program(program: Any, demo: Any, settings: Settings) -> Fitted:
     from ..il.train import FitConfig, FitError, fit, load_demos
 
     policy = program.compile()
-    config = FitConfig(restarts=settings.restarts, max_epochs=settings.max_epochs, patience=settings.patience)
+    config = FitConfig(restarts=settings.restarts, max_epochs=settings.max_epochs, patience=settings.patience,
+                       seed=settings.seed)
     try:
         demos = load_demos(demo, policy.program)
         result = fit(policy, demos, config)
