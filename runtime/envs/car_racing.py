@@ -121,7 +121,6 @@ def _layout(fields: tuple[Field, ...]) -> tuple[dict[str, slice], np.ndarray, np
 
 _SLICES, _LO, _HI = _layout(CAR_RACING.obs)
 _VIEWS = tuple((f.name, _SLICES[f.name], f.shape) for f in CAR_RACING.obs)
-_AHEAD = np.arange(N_TILES_AHEAD)
 _BLANK_STATE = np.zeros((_cr.STATE_H, _cr.STATE_W, 3), dtype=np.uint8)
 _BLANK_STATE.flags.writeable = False
 
@@ -129,10 +128,6 @@ _BLANK_STATE.flags.writeable = False
 def _space(fields: tuple[Field, ...]) -> gym.spaces.Dict:
     return gym.spaces.Dict({f.name: gym.spaces.Box(*_f32_inside(f.lo, f.hi), shape=f.shape, dtype=np.float32)
                             for f in fields})
-
-
-def _wrap(a: np.ndarray) -> np.ndarray:
-    return (a + np.pi) % (2 * np.pi) - np.pi
 
 
 def sharp_corner_flags(track: list) -> np.ndarray:
@@ -156,7 +151,12 @@ def sharp_corner_flags(track: list) -> np.ndarray:
 class TrackGeometry:
     """Arrays precomputed once per track. `xy` (N, 2) centreline points, `beta`
     (N,) gymnasium's track angle (direction of travel (-sin beta, cos beta)),
-    `right` (N, 2) unit normals pointing to the right of travel, `sharp` (N,)."""
+    `right` (N, 2) unit normals pointing to the right of travel, `sharp` (N,).
+
+    `observe` reads the 12 points ahead as one slice: `x_ahead`, `y_ahead`,
+    `beta_ahead` and `sharp_ahead` are the centreline extended past its end by
+    its first N_TILES_AHEAD points, so the points after i are `[i + 1:i + 13]`
+    without a modulo or a gather."""
 
     def __init__(self, track: list):
         t = np.asarray(track, dtype=np.float64)
@@ -166,36 +166,64 @@ class TrackGeometry:
         self.right = np.stack([np.cos(self.beta), np.sin(self.beta)], axis=1)
         self.forward = np.stack([-np.sin(self.beta), np.cos(self.beta)], axis=1)
         self.sharp = sharp_corner_flags(track).astype(np.float64)
+        self.x, self.y = self.xy[:, 0].copy(), self.xy[:, 1].copy()
+        self._dx, self._dy = np.empty(self.n), np.empty(self.n)  # scratch of `nearest`
+        ext = (np.arange(self.n + N_TILES_AHEAD) % self.n)
+        self.x_ahead, self.y_ahead = self.xy[ext, 0].copy(), self.xy[ext, 1].copy()
+        self.beta_ahead, self.sharp_ahead = self.beta[ext], self.sharp[ext]
+        self._beta_list = self.beta.tolist()  # indexing a list per step is cheaper than numpy's
 
     def nearest(self, p: np.ndarray) -> int:
-        d = self.xy - p
-        return int(np.argmin(np.einsum("ij,ij->i", d, d)))
+        """The index of the centreline point nearest to `p` (2,): the first of the
+        smallest squared distances dx * dx + dy * dy (the float64 values
+        `einsum("ij,ij->i", d, d)` gives, without its per-call parsing)."""
+        dx, dy = self._dx, self._dy
+        np.subtract(self.x, p[0], out=dx)
+        np.subtract(self.y, p[1], out=dy)
+        dx *= dx
+        dy *= dy
+        dx += dy
+        return int(dx.argmin())
 
 
 _SCALARS_AT = N_TILES_AHEAD * 4  # the buffer holds the tiles, then every other field in schema order
 assert list(_SLICES)[0] == "tiles" and _SLICES["tiles"].stop == _SCALARS_AT
+_TWO_PI = 2 * np.pi
 
 
-def observe(env: _cr.CarRacing, geo: TrackGeometry) -> dict[str, np.ndarray]:
-    """The semantic observation of `env`'s current state (see `CAR_RACING.obs`):
-    one float64 buffer filled in schema order, clipped into float32 once, split into views."""
+def observe_packed(env: _cr.CarRacing, geo: TrackGeometry) -> np.ndarray:
+    """The semantic observation of `env`'s current state as one (O,) float32 row,
+    the fields of `CAR_RACING.obs` raveled in schema order (the layout of
+    `TraceLayout.pack_obs`), each clipped into its range.
+
+    Every value is the float64 expression it always was, evaluated in the same
+    order (the tests compare against the first, unvectorised version bit for bit);
+    only the bookkeeping around it is leaner."""
     car = env.car
     hull = car.hull
     px, py = hull.position
-    p = np.array((px, py))
     a = hull.angle
     c, s = math.cos(a), math.sin(a)
+    p = np.array((px, py))
     i0 = geo.nearest(p)
+    # numpy's 2-vector dot, as before: it rounds differently from `x0 * x1 + y0 * y1`
     rel0 = p - geo.xy[i0]
     start = i0 + 1 if rel0 @ geo.forward[i0] > 0 else i0  # first point not yet passed
-    idx = (start + _AHEAD) % geo.n
-    rel = geo.xy[idx] - p
+    end = start + N_TILES_AHEAD
+    if start >= geo.n:  # past the last point: the extended arrays start again at 0
+        start, end = start - geo.n, end - geo.n
+    rx = geo.x_ahead[start:end] - px
+    ry = geo.y_ahead[start:end] - py
     buf = np.empty(_LO.size)
     tiles = buf[:_SCALARS_AT].reshape(N_TILES_AHEAD, 4)
-    tiles[:, 0] = (rel[:, 0] * c + rel[:, 1] * s) / TILE_SCALE
-    tiles[:, 1] = (rel[:, 1] * c - rel[:, 0] * s) / TILE_SCALE
-    tiles[:, 2] = _wrap(a - geo.beta[idx])
-    tiles[:, 3] = geo.sharp[idx]
+    tiles[:, 0] = (rx * c + ry * s) / TILE_SCALE
+    tiles[:, 1] = (ry * c - rx * s) / TILE_SCALE
+    theta = a - geo.beta_ahead[start:end]
+    theta += np.pi
+    np.remainder(theta, _TWO_PI, out=theta)
+    theta -= np.pi
+    tiles[:, 2] = theta
+    tiles[:, 3] = geo.sharp_ahead[start:end]
     vx, vy = hull.linearVelocity
     w = car.wheels
     rim = w[0].wheel_rad / 100.0
@@ -205,20 +233,37 @@ def observe(env: _cr.CarRacing, geo: TrackGeometry) -> dict[str, np.ndarray]:
         -hull.angularVelocity,  # ang_vel
         w[0].omega * rim, w[1].omega * rim, w[2].omega * rim, w[3].omega * rim,  # wheel_speed
         float(rel0 @ geo.right[i0]) / TRACK_HALF_WIDTH,  # offset
-        math.remainder(a - geo.beta[i0], 2 * math.pi),  # heading_err
+        math.remainder(a - geo._beta_list[i0], 2 * math.pi),  # heading_err
         not w[0].tiles, not w[1].tiles, not w[2].tiles, not w[3].tiles,  # on_grass
         env.tile_visited_count / geo.n,  # progress
     )
     out = buf.astype(np.float32)
     np.clip(out, _LO, _HI, out=out)  # also keeps float32 rounding inside each range
+    return out
+
+
+def unpack(out: np.ndarray) -> dict[str, np.ndarray]:
+    """A packed (O,) row -> the observation dict, its values views of `out`."""
     return {name: out[sl].reshape(shape) for name, sl, shape in _VIEWS}
+
+
+def observe(env: _cr.CarRacing, geo: TrackGeometry) -> dict[str, np.ndarray]:
+    """The semantic observation of `env`'s current state (see `CAR_RACING.obs`):
+    `observe_packed`'s row split into views."""
+    return unpack(observe_packed(env, geo))
+
+
+def _scalar(v: Any) -> float:
+    if type(v) in (float, np.float32, np.float64):  # what rollouts pass: no array round trip
+        return float(v)
+    return float(np.asarray(v).reshape(()))
 
 
 def raw_action(action: Mapping[str, Any]) -> np.ndarray:
     """The float64 array `[steer, gas, brake]` handed to gymnasium's `step`, each
     clipped to its range. Steer is NOT negated (see the module docstring)."""
     try:
-        steer, gas, brake = (float(np.asarray(action[k]).reshape(())) for k in ("steer", "gas", "brake"))
+        steer, gas, brake = (_scalar(action[k]) for k in ("steer", "gas", "brake"))
     except KeyError as e:
         raise KeyError(f"car_racing action needs keys steer, gas, brake; missing {e}") from None
     return np.array([min(max(steer, -1.0), 1.0), min(max(gas, 0.0), 1.0), min(max(brake, 0.0), 1.0)])
@@ -230,6 +275,8 @@ class SemanticCarRacing(_cr.CarRacing):
     `seed`, when given, seeds the first `reset()` called without one (so
     `make(seed=s)` is deterministic); `reset(seed=...)` works as usual."""
 
+    packed_fields = tuple(f.name for f in CAR_RACING.obs)  # the order of `packed_obs`
+
     def __init__(self, render_mode: Optional[str] = None, lap_complete_percent: float = 0.95,
                  domain_randomize: bool = False, seed: Optional[int] = None):
         super().__init__(render_mode=render_mode, lap_complete_percent=lap_complete_percent,
@@ -239,6 +286,9 @@ class SemanticCarRacing(_cr.CarRacing):
         self._first_seed = seed
         self.geometry: Optional[TrackGeometry] = None
         self.last_raw_action: Optional[np.ndarray] = None
+        # The last observation as one row (`observe_packed`); the dict's arrays are views of
+        # it, which is how `polc.runtime.trace.vector` packs it without reading the dict.
+        self.packed_obs: Optional[np.ndarray] = None
 
     def _render(self, mode: str):
         if mode == "state_pixels":
@@ -252,7 +302,8 @@ class SemanticCarRacing(_cr.CarRacing):
         super().reset(seed=seed, options=options)
         self.geometry = TrackGeometry(self.track)
         self.last_raw_action = None
-        return observe(self, self.geometry), {}
+        self.packed_obs = observe_packed(self, self.geometry)
+        return unpack(self.packed_obs), {}
 
     def step(self, action):
         if action is None:  # gymnasium's reset() makes one step without an action
@@ -260,4 +311,5 @@ class SemanticCarRacing(_cr.CarRacing):
         raw = raw_action(action)
         self.last_raw_action = raw
         _, reward, terminated, truncated, info = super().step(raw)
-        return observe(self, self.geometry), reward, terminated, truncated, info
+        self.packed_obs = observe_packed(self, self.geometry)
+        return unpack(self.packed_obs), reward, terminated, truncated, info

@@ -138,6 +138,8 @@ class Collector:
         self.layout = TraceLayout(policy.program, spec.schema)
         self.actions = action_segments(policy.program)
         self.a_size = sum(s.size for s in self.actions)
+        # where the executed (clipped) actions sit in the step's output row: after the draws
+        self._executed = tuple((s.column, self.a_size + s.start, s.size, s.shape) for s in self.actions)
         self.step_fn = _cached_step(policy, spec.schema, float(min_std))
         self.n_envs = max(1, n_envs)
         self.asynchronous = bool(asynchronous)  # in-process by default: measured faster (`polc.runtime.trace.vector`)
@@ -145,12 +147,12 @@ class Collector:
         self._n = 0
 
     def _vector_env(self, n: int):
-        from ..trace.vector import make_vector_env
+        from ..trace.vector import make_packed_env
 
         if self._envs is not None and self._n != n:
             self.close()
         if self._envs is None:
-            self._envs, self._n = make_vector_env(self.spec, n, self.asynchronous), n
+            self._envs, self._n = make_packed_env(self.spec, n, self.asynchronous, self.layout.obs_fields), n
         return self._envs
 
     def run(self, params, key, seeds: Sequence[int],
@@ -179,20 +181,20 @@ class Collector:
         episode = np.arange(n, dtype=np.int32)   # the episode each slot runs; -1: idle
         steps = np.zeros(n, np.int32)
         nxt, resets, idle, done = n, n, 0, 0
-        obs, _ = envs.reset(seed=seeds[:n])
+        flat = envs.reset(seeds[:n])  # packed (n, O)
         while done < e:
-            flat = self.layout.pack_obs(obs, n)
             out = np.asarray(self.step_fn(params, key, flat, np.maximum(episode, 0), steps, std_scale))
-            if not np.all(np.isfinite(out[episode >= 0])):
-                raise RLError(self._nonfinite(out[episode >= 0]))
-            obs, reward, terminated, truncated, _ = envs.step(
-                {s.column: out[:, a + s.start:a + s.start + s.size].reshape((n,) + s.shape) for s in self.actions})
-            for i in np.flatnonzero(episode >= 0):
-                k, t = episode[i], steps[i]
-                if t >= t_max:
-                    raise RLError(f"episode {k} (seed {seeds[k]}) ran past the environment's {t_max} steps")
-                buf.obs[k, t], buf.draws[k, t], buf.logp[k, t] = flat[i], out[i, :a], out[i, 2 * a]
-                buf.rewards[k, t], buf.mask[k, t] = reward[i], 1.0
+            live = np.flatnonzero(episode >= 0)
+            if not np.isfinite(out[live]).all():
+                raise RLError(self._nonfinite(out[live]))
+            k, t = episode[live], steps[live]
+            if np.any(t >= t_max):
+                j = int(np.argmax(t >= t_max))
+                raise RLError(f"episode {k[j]} (seed {seeds[k[j]]}) ran past the environment's {t_max} steps")
+            # the step's rows, recorded before the envs step (they are what the policy saw)
+            buf.obs[k, t], buf.draws[k, t], buf.logp[k, t] = flat[live], out[live, :a], out[live, 2 * a]
+            flat, reward, terminated, truncated = envs.step(out, self._executed)
+            buf.rewards[k, t], buf.mask[k, t] = reward[live], 1.0
             steps += 1
             ended = np.flatnonzero(terminated | truncated)
             if not len(ended):
@@ -211,7 +213,7 @@ class Collector:
                 if nxt < e:
                     episode[i], reset_seeds[i], nxt, started = nxt, seeds[nxt], nxt + 1, started + 1
             if done < e:  # the other ended slots are idle: they rerun a seed, unrecorded
-                obs, _ = envs.reset(seed=reset_seeds, options={"reset_mask": mask})
+                flat = envs.reset(reset_seeds, mask)
                 resets, idle = resets + started, idle + int(mask.sum()) - started
         return buf._replace(resets=resets, idle_resets=idle)
 

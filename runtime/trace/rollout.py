@@ -74,6 +74,13 @@ class Segment(NamedTuple):
         return int(np.prod(self.shape, dtype=np.int64))
 
 
+def fields_of(segments: Sequence[Segment], prefix: int = 0) -> tuple[tuple[str, int, int, tuple[int, ...]], ...]:
+    """`(name, start, size, shape)` of each segment (the packed layout
+    `polc.runtime.trace.vector` steps environments with); `prefix` characters are cut from each column
+    ("obs.speed" -> "speed" with 4). Sizes are computed once here, not per step."""
+    return tuple((s.column[prefix:], int(s.start), s.size, tuple(s.shape)) for s in segments)
+
+
 def verify_compatible(tp: TypedProgram, schema: Any) -> None:
     """Raise `PolError` when the program's obs/actions do not fit the environment."""
     from ..envs.schema import check_program_against
@@ -127,16 +134,22 @@ class TraceLayout:
         self.traced_actions = _segments([(s.column, s.shape, s.dtype) for s in self.actions],
                                         self.obs_size + sum(s.size for s in self.values))
 
+        # (name, start, size, shape) of the obs and of the actions in the untraced and
+        # traced rows, computed once (a Segment's size is an np.prod)
+        self.obs_fields = fields_of(self.obs, len("obs."))
+        self.action_fields = {False: fields_of(self.actions, len("action.")),
+                              True: fields_of(self.traced_actions, len("action."))}
+
     def pack_obs(self, obs: dict[str, np.ndarray], n: int) -> np.ndarray:
         """The vector env's obs dict (each (n, *shape)) -> (n, O) float32."""
-        return np.concatenate([np.reshape(obs[s.column[4:]], (n, s.size)) for s in self.obs], axis=1,
+        return np.concatenate([np.reshape(obs[name], (n, size)) for name, _, size, _ in self.obs_fields], axis=1,
                               dtype=np.float32)
 
     def env_actions(self, out: np.ndarray, traced: bool) -> dict[str, np.ndarray]:
         """The packed output (n, D) -> the action dict for the vector env."""
         n = out.shape[0]
-        segs = self.traced_actions if traced else self.actions
-        return {s.column[7:]: out[:, s.start:s.start + s.size].reshape((n,) + s.shape) for s in segs}
+        return {name: out[:, start:start + size].reshape((n,) + shape)
+                for name, start, size, shape in self.action_fields[traced]}
 
     def columns(self) -> tuple[ColumnSpec, ...]:
         """Every column of a trace, with the doc and range the program declares
@@ -258,14 +271,14 @@ class Rollout:
         """One episode per seed; `on_episode` receives each finished `Episode` in
         seed-list order (with its step-table columns when `config.trace`); `on_steps`, if
         given, the number of recorded environment steps after each vector step."""
-        from .vector import make_vector_env
+        from .vector import make_packed_env
 
         seeds = [int(s) for s in seeds]
         if not seeds:
             return RolloutResult(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
         if self._envs is None:
             asynchronous = bool(self.config.asynchronous)
-            self._envs = make_vector_env(self.spec, self.n, asynchronous)
+            self._envs = make_packed_env(self.spec, self.n, asynchronous, self.layout.obs_fields)
         try:
             return _run(self._envs, self.n, seeds, self.layout, partial(self.step_fn, params), self.config,
                         on_episode, on_steps)
@@ -302,13 +315,14 @@ def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: R
     queue = iter(enumerate(seeds))
     for i in range(n):
         slots.start(i, *next(queue))
-    obs, _ = envs.reset(seed=[int(s) for s in slots.seed])
+    obs = envs.reset([int(s) for s in slots.seed])  # packed (n, O)
     returns, lengths = np.zeros(len(seeds)), np.zeros(len(seeds), np.int64)
     pending: dict[int, Episode] = {}
     emitted = 0
+    actions = layout.action_fields[config.trace]
     while emitted < len(seeds):
-        out = np.asarray(step_fn(layout.pack_obs(obs, n), slots.seed.astype(np.int32), slots.steps))
-        obs, reward, terminated, truncated, _ = envs.step(layout.env_actions(out, config.trace))
+        out = np.asarray(step_fn(obs, slots.seed.astype(np.int32), slots.steps))
+        obs, reward, terminated, truncated = envs.step(out, actions)
         if on_steps is not None:
             on_steps(int(np.count_nonzero(slots.episode >= 0)))  # idle slots rerun a seed, unrecorded
         slots.record(out, reward, terminated, truncated)
@@ -333,5 +347,5 @@ def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: R
         if emitted < len(seeds):
             mask = np.zeros(n, bool)
             mask[ended] = True
-            obs, _ = envs.reset(seed=reset_seeds, options={"reset_mask": mask})
+            obs = envs.reset(reset_seeds, mask)
     return RolloutResult(np.asarray(seeds, np.int64), returns, lengths)

@@ -9,16 +9,20 @@ costs less than shipping its observation dict through a pipe, so worker
 processes (`asynchronous=True`) only pay off for environments much slower
 than these.
 
+Rollouts and RL collection step them through `make_packed_env`: observations
+and actions as packed float32 rows (`PackedEnvs`), not gymnasium's dicts.
+
 Worker processes of `AsyncVectorEnv` unpickle the environment factory and so
-import the module that defines it: this one, which only needs gymnasium.
+import the module that defines it: this one, which only needs gymnasium and numpy.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import gymnasium as gym
+import numpy as np
 
 
 def _make(spec: Any) -> gym.Env:
@@ -44,3 +48,118 @@ def make_vector_env(spec: Any, n_envs: int, asynchronous: bool) -> gym.vector.Ve
     if asynchronous:
         return gym.vector.AsyncVectorEnv(fns, copy=False, context="spawn", autoreset_mode=mode)
     return gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=mode)
+
+
+# A packed layout: (name, start, size, shape) per field, in row order
+# (`polc.runtime.trace.rollout.fields_of`).
+Fields = tuple[tuple[str, int, int, tuple[int, ...]], ...]
+
+
+def _row_actions(row: np.ndarray, actions: Fields) -> dict:
+    """One env's action dict from its packed row: scalars as numpy scalars and arrays as
+    views, the values gymnasium's vector envs hand each env (`iterate` over a Dict space)."""
+    return {name: row[start] if not shape else row[start:start + size].reshape(shape)
+            for name, start, size, shape in actions}
+
+
+def _pack_dict(obs: dict, n: int, fields: Fields, out: np.ndarray) -> np.ndarray:
+    for name, start, size, _ in fields:
+        out[:, start:start + size] = np.reshape(obs[name], (n, size))
+    return out
+
+
+class PackedEnvs:
+    """`n` copies of `spec`'s environment stepped in this process, their observations
+    packed into one (n, O) float32 array in the order of `obs` (the trace layout's
+    `obs_fields`) and their actions read from a packed (n, D) array.
+
+    It is gymnasium's `SyncVectorEnv` with autoreset off, minus the dict of stacked
+    arrays it rebuilds every step (which the rollout then packed again): each env's
+    observation goes straight into its row. An env whose unwrapped `packed_obs` is the
+    base of every array of the observation it returned (Car Racing's), laid out as
+    `packed_fields`, is copied as one row. Infos are not collected (nobody reads them;
+    wrappers still see them)."""
+
+    def __init__(self, spec: Any, n: int, obs: Fields):
+        self.envs = [spec.make() for _ in range(n)]
+        self.n, self.obs_fields = n, obs
+        self.obs_size = sum(f[2] for f in obs)
+        names = tuple(f[0] for f in obs)
+        self._fast = [getattr(e.unwrapped, "packed_fields", None) == names for e in self.envs]
+        self._rows = np.zeros((n, self.obs_size), np.float32)
+        self._done = np.zeros(n, bool)
+
+    def _put(self, rows: np.ndarray, i: int, obs: dict) -> None:
+        if self._fast[i]:
+            packed = self.envs[i].unwrapped.packed_obs
+            if all(getattr(v, "base", None) is packed for v in obs.values()) and len(obs) == len(self.obs_fields):
+                rows[i] = packed
+                return
+        row = rows[i]
+        for name, start, size, _ in self.obs_fields:
+            row[start:start + size] = np.ravel(obs[name])
+
+    def reset(self, seeds: Sequence[Optional[int]], mask: Optional[np.ndarray] = None) -> np.ndarray:
+        """Reset every env (or those where `mask`) with its seed; the packed observations (n, O)."""
+        rows = self._rows.copy()
+        for i, env in enumerate(self.envs):
+            if mask is None or mask[i]:
+                # gymnasium passes what is left of the options once it took the mask out: {}
+                obs, _ = env.reset(seed=seeds[i], options=None if mask is None else {})
+                self._put(rows, i, obs)
+                self._done[i] = False
+        self._rows = rows
+        return rows
+
+    def step(self, actions: np.ndarray, fields: Fields) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step env i with the action dict of row i of `actions` (n, D) (`fields` say where each
+        action sits); (packed obs (n, O), rewards (n,) float64, terminated (n,), truncated (n,))."""
+        if self._done.any():
+            raise RuntimeError(f"environment {int(np.flatnonzero(self._done)[0])} of the vector env finished "
+                               "its episode and was stepped without a reset")
+        rows = np.empty_like(self._rows)
+        rewards = np.zeros(self.n)
+        terminated, truncated = np.zeros(self.n, bool), np.zeros(self.n, bool)
+        for i, env in enumerate(self.envs):
+            obs, rewards[i], terminated[i], truncated[i], _ = env.step(_row_actions(actions[i], fields))
+            self._put(rows, i, obs)
+        self._done = terminated | truncated
+        self._rows = rows
+        return rows, rewards, terminated, truncated
+
+    def close(self, terminate: bool = False) -> None:
+        for env in self.envs:
+            env.close()
+        self.envs = []
+
+
+class GymPacked:
+    """The same interface over a gymnasium vector env (the worker processes of
+    `AsyncVectorEnv`): its observation dict packed after each step."""
+
+    def __init__(self, envs: gym.vector.VectorEnv, n: int, obs: Fields):
+        self.envs, self.n, self.obs_fields = envs, n, obs
+        self.obs_size = sum(f[2] for f in obs)
+
+    def reset(self, seeds: Sequence[Optional[int]], mask: Optional[np.ndarray] = None) -> np.ndarray:
+        options = None if mask is None else {"reset_mask": mask}
+        obs, _ = self.envs.reset(seed=list(seeds), options=options)
+        return _pack_dict(obs, self.n, self.obs_fields, np.empty((self.n, self.obs_size), np.float32))
+
+    def step(self, actions: np.ndarray, fields: Fields) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        n = self.n
+        obs, reward, terminated, truncated, _ = self.envs.step(
+            {name: actions[:, start:start + size].reshape((n,) + shape) for name, start, size, shape in fields})
+        rows = _pack_dict(obs, n, self.obs_fields, np.empty((n, self.obs_size), np.float32))
+        return rows, reward, terminated, truncated
+
+    def close(self, terminate: bool = False) -> None:
+        self.envs.close(terminate=terminate)
+
+
+def make_packed_env(spec: Any, n_envs: int, asynchronous: bool, obs: Fields):
+    """`n_envs` copies of `spec`'s environment behind the packed interface (`PackedEnvs`
+    in this process, the default; `GymPacked` over worker processes when `asynchronous`)."""
+    if asynchronous:
+        return GymPacked(make_vector_env(spec, n_envs, True), n_envs, obs)
+    return PackedEnvs(spec, n_envs, obs)
