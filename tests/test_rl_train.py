@@ -214,3 +214,18 @@ def test_a_checkpoint_of_another_run_is_named_for_what_differs():
     assert other_run("run", other_start, meta, [], check_start=False) is None
     assert other_run("run", same, meta, ["lr 0.007 -> 0.01"], True).endswith("resume with the same ones "
                                                                               "(lr 0.007 -> 0.01)")
+
+
+def test_the_curve_is_redrawn_every_few_updates_and_after_the_last(tmp_path, monkeypatch):
+    from polc.runtime.rl import curve, train as rl_train
+
+    drawn = []
+    real = curve.plot_curve
+    monkeypatch.setattr(curve, "plot_curve", lambda path, records, *a, **k: (drawn.append(len(records)),
+                                                                             real(path, records, *a, **k)))
+    policy = compiled(toy.reach_policy(std=0.3))
+    updates = rl_train.CURVE_EVERY + 2
+    train(policy, policy.init(jax.random.PRNGKey(0)), SPEC,
+          RLConfig(resets=2 * updates, episodes_per_update=2, seed=1), str(tmp_path / "run"))
+    assert drawn == [rl_train.CURVE_EVERY, updates]  # the records each drawing had
+    assert (tmp_path / "run" / CURVE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -47,7 +47,8 @@ a group runs the same seed, so the group-relative advantage compares episodes
 that differ only by the policy's noise (GRPO's group of answers to one prompt).
 `config.seed` picks the noise: update u draws with fold_in(PRNGKey(seed), u).
 
-Outputs in the run directory, rewritten after every update:
+Outputs in the run directory, rewritten after every update (the curve every
+CURVE_EVERY updates and after the run's last one: drawing it took 3% of an update):
     rl.params       the current params (loads in `polc eval` / `polc rollout`); with
                     keep="best" the best by the held-out evaluation, and last.params the current
     log.json        config, start params, one record per update
@@ -74,6 +75,7 @@ from .heldout import Validator, training_seeds, validation_seeds
 from .losses import advantages, rl_loss
 
 PARAMS, LAST, LOG, CURVE = "rl.params", "last.params", "log.json", "curve.png"
+CURVE_EVERY = 5  # updates between redraws of curve.png (and after a run's last update)
 ANNEAL_END = 0.1        # the sampling std's scale at the last update when annealing
 HALVINGS = 20           # the trust region shortens a step at most 2^-20 before giving up on it
 
@@ -341,7 +343,8 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
             state = state._replace(elapsed=state.elapsed + (session - t2))
             meta["updates_log"].append(record)
             meta["rng"] = np.asarray(jax.random.fold_in(base, state.updates)).tolist()  # the next update's key
-            _write_outputs(directory, policy, state, meta, threshold)
+            last = state.resets + config.episodes_per_update > config.resets
+            _write_outputs(directory, policy, state, meta, threshold, curve=last or state.updates % CURVE_EVERY == 0)
             bar.updated(record)
             if on_update is not None:
                 on_update(record)
@@ -392,9 +395,9 @@ def _log(meta: dict, state: ckpt.TrainState) -> dict:
     return dict(out, log=meta["updates_log"])
 
 
-def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, threshold) -> None:
-    """The params files, log and curve first, the checkpoint last: the checkpoint is
-    the commit point, and a resumed run rewrites the others identically."""
+def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, threshold, curve: bool = True) -> None:
+    """The params files, log and (when `curve`) the curve first, the checkpoint last: the
+    checkpoint is the commit point, and a resumed run rewrites the others identically."""
     import json
 
     from polc.files import write_atomic
@@ -412,7 +415,9 @@ def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, t
         info = dict(info, kept=meta["kept"])
     save_params(os.path.join(directory, PARAMS), policy, state.best if "kept" in meta else state.params, info)
     write_atomic(os.path.join(directory, LOG), json.dumps(log, indent=1) + "\n")
-    plot_curve(os.path.join(directory, CURVE), log["log"], f"RL: {os.path.basename(meta['file'] or meta['policy'])} on {meta['env']}", threshold)
+    if curve:
+        plot_curve(os.path.join(directory, CURVE), log["log"],
+                   f"RL: {os.path.basename(meta['file'] or meta['policy'])} on {meta['env']}", threshold)
     ckpt.save(directory, state, meta)
 
 
