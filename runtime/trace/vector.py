@@ -92,7 +92,8 @@ class PackedEnvs:
     def _put(self, rows: np.ndarray, i: int, obs: dict) -> None:
         if self._fast[i]:
             packed = self.envs[i].unwrapped.packed_obs
-            if all(getattr(v, "base", None) is packed for v in obs.values()) and len(obs) == len(self.obs_fields):
+            first = obs.get(self.obs_fields[0][0])  # its arrays are all views of one row, or none is
+            if getattr(first, "base", None) is packed and len(obs) == len(self.obs_fields):
                 rows[i] = packed
                 return
         row = rows[i]
