@@ -14,6 +14,15 @@ per-update record (`collect_s` rollout, `update_s` gradient). The first update o
 each candidate (compilation, environment start-up) is run once before timing and
 not counted. Nothing here asserts a time.
 
+`--against COMMIT` times this working tree's RL against polc at git COMMIT (e.g. the
+commit before issue 18's changes, 792c298), each in its own child process pinned to the
+idlest core, interleaved `--reps` times in a rotating order: the default 20 in-process
+environments, one warm-up update, then `--updates` timed updates of 20 episodes each.
+Per candidate: seconds per 100 resets in process CPU time (steadier on a shared machine)
+and wall time, the median over repetitions, and the median of the per-repetition
+ratios new / old. It also checks that both gave the SAME episodes: every episode's
+return (float64, exactly) and the final rl.params file, and says so.
+
 `--experiment DIR` reads a finished `polc experiment car_racing -o DIR` and prints
 the resets each structure needed before its mean training return over 5 updates
 (100 episodes on 5 tracks) first reached 900 (refinement resets included for the
@@ -24,10 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
+
+import common
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "examples" / "car_racing" / "initial.pol"
@@ -93,6 +105,93 @@ def timing(args) -> dict:
     return out
 
 
+def worker(args) -> int:
+    """One candidate of `--against`: train from `--params`, print JSON (timings, returns)."""
+    import time
+
+    from polc.runtime.rl import collect, train as rl
+
+    common.single_threaded_jax_env()
+    import polc
+    from polc.runtime import envs
+    from polc.runtime.io.params import load_params
+
+    returns: list[list[str]] = []
+    real_run = collect.Collector.run
+
+    def run(self, *a, **k):  # every episode's return, exactly (repr of the float64)
+        ep = real_run(self, *a, **k)
+        returns.append([repr(float(x)) for x in ep.returns])
+        return ep
+
+    collect.Collector.run = run
+    marks: list[tuple[float, float]] = []
+    policy = polc.load(str(POLICY)).compile()
+    params = load_params(args.worker, policy)
+    config = rl.RLConfig(resets=20 * (args.updates + 1), n_envs=20)
+    with tempfile.TemporaryDirectory() as d:
+        rl.train(policy, params, envs.get("car_racing"), config, d,
+                 on_update=lambda record: marks.append((common.cpu_seconds(), time.perf_counter())))
+        final = (Path(d) / rl.PARAMS).read_text()
+    timed = 20 * args.updates
+    print(json.dumps({"cpu_per_100": 100 * (marks[-1][0] - marks[0][0]) / timed,
+                      "wall_per_100": 100 * (marks[-1][1] - marks[0][1]) / timed,
+                      "returns": returns, "params": final}))
+    return 0
+
+
+def against(args) -> dict:
+    """This tree's RL against polc at `args.against`, interleaved child processes."""
+    import subprocess
+
+    old_tree = common.source_tree(args.against)
+    here = Path(__file__).resolve()
+    with tempfile.TemporaryDirectory() as d:
+        params = str(Path(d) / "fitted.params")
+        polc_bin = str(Path(sys.executable).parent / "polc")
+        subprocess.run([polc_bin, "fit", str(POLICY), "--demos", str(DEMO), "-o", params, "--restarts", "1",
+                        "--check-episodes", "0", "-q"], check=True, capture_output=True)
+        cands = {"new (this tree)": None, f"old ({args.against})": old_tree}
+        names = list(cands)
+        out = {n: [] for n in names}
+        load = common.LoadMeter()
+        for rep in range(args.reps):
+            for name in names[rep % 2:] + names[:rep % 2]:
+                core = common.idlest_core()
+                argv = ["taskset", "-c", str(core), sys.executable, str(here), "--worker", params,
+                        "--updates", str(args.updates)]
+                p = subprocess.run(argv, env=common.child_env(cands[name]), capture_output=True, text=True,
+                                   cwd=d)
+                if p.returncode != 0:
+                    raise RuntimeError(f"{name} failed:\n{p.stderr[-3000:]}")
+                out[name].append(json.loads(p.stdout.strip().splitlines()[-1]))
+                r = out[name][-1]
+                print(f"  rep {rep + 1} {name:24s} {r['cpu_per_100']:6.1f} s CPU, {r['wall_per_100']:6.1f} s wall "
+                      f"per 100 resets (core {core})", file=sys.stderr, flush=True)
+        busy = load.busy_cores()
+    new, old = names
+    same_returns = all(a["returns"] == b["returns"] for a in out[new] for b in out[old])
+    same_params = all(a["params"] == b["params"] for a in out[new] for b in out[old])
+    med = statistics.median
+    result = {"against": args.against, "reps": args.reps, "updates": args.updates, "busy_cores": busy,
+              "identical_returns": same_returns, "identical_params": same_params}
+    print(f"\nRL on Car Racing ({POLICY.name}, fitted), 20 in-process envs, {args.updates} timed update(s) of 20 "
+          f"episodes after a warm-up update, {args.reps} interleaved repetitions:")
+    print(f"{'candidate':24s} {'CPU s / 100 resets':>19s} {'wall s / 100 resets':>20s}")
+    for n in names:
+        result[n] = {k: [r[k] for r in out[n]] for k in ("cpu_per_100", "wall_per_100")}
+        print(f"{n:24s} {med(result[n]['cpu_per_100']):19.1f} {med(result[n]['wall_per_100']):20.1f}")
+    for k in ("cpu_per_100", "wall_per_100"):
+        result[f"ratio_{k}"] = common.paired_ratio(result[new][k], result[old][k])
+    print(f"new / old (median of per-repetition ratios): CPU {result['ratio_cpu_per_100']:.3f}, "
+          f"wall {result['ratio_wall_per_100']:.3f}   (target <= 0.6)")
+    print(f"identical returns for the same seeds: {same_returns} (every episode, float64); "
+          f"identical final rl.params: {same_params}")
+    if busy is not None:
+        print(f"machine load during the run: {busy:.1f} of {os.cpu_count()} cores busy")
+    return result
+
+
 def resets_to_900(directory: str) -> dict:
     from polc.runtime.experiment.run import SMOOTH, first_reached
 
@@ -115,9 +214,16 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--updates", type=int, default=1, help="timed updates per candidate and repetition")
     ap.add_argument("--experiment", help="a finished `polc experiment car_racing` directory")
+    ap.add_argument("--against", metavar="COMMIT", help="time this tree's RL against polc at this git commit")
+    ap.add_argument("--worker", metavar="PARAMS", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
-    result = resets_to_900(args.experiment) if args.experiment else timing(args)
+    if args.worker:
+        return worker(args)
+    if args.experiment:
+        result = resets_to_900(args.experiment)
+    else:
+        result = against(args) if args.against else timing(args)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     return 0

@@ -280,3 +280,41 @@ def write_json(path: str | None, data: object) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(data, indent=1))
+
+
+# ---- another version of polc, side by side ---------------------------------------------
+
+def source_tree(commit: str) -> Path:
+    """An importable copy of polc at git `commit` (for PYTHONPATH): `polc/` laid out as the
+    editable install maps it (compiler -> polc, grammar, runtime, lsp inside it). Made once
+    per commit under the temp directory; benchmarks run it in a child process beside the
+    working tree's, so old and new code are timed interleaved on the same machine."""
+    import subprocess
+    import tempfile
+
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", commit], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    dest = Path(tempfile.gettempdir()) / f"polc-src-{sha}"
+    if (dest / "polc" / "__init__.py").exists():
+        return dest
+    work = Path(tempfile.mkdtemp(prefix=f"polc-src-{sha}-"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "compiler", "grammar", "runtime", "lsp"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
+    (work / "compiler").rename(work / "polc")
+    for sub in ("grammar", "runtime", "lsp"):
+        (work / sub).rename(work / "polc" / sub)
+    try:
+        work.rename(dest)
+    except OSError:  # made meanwhile by another run
+        pass
+    return dest if (dest / "polc" / "__init__.py").exists() else work
+
+
+def child_env(tree: Path | None) -> dict[str, str]:
+    """os.environ for a child that imports polc from `tree` (None: the working tree's install)."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    return env
