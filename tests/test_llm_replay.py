@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -46,7 +47,8 @@ def test_recording_writes_one_complete_line_per_exchange(tmp_path):
 
 
 def test_replay_plays_back_the_recording_deterministically(tmp_path):
-    recorded = record_session(tmp_path)
+    # A replayed reply names the model that made it (the recording's), so its cost can be priced.
+    recorded = [dataclasses.replace(r, model="scripted:test") for r in record_session(tmp_path)]
     for _ in range(2):
         backend = make_backend(f"replay:{tmp_path}")
         assert [backend.complete(conversation(i)) for i in range(3)] == recorded
@@ -166,6 +168,7 @@ def test_reasoning_and_cached_token_counts_are_recorded_and_replayed(tmp_path):
     recorded = RecordingBackend(Thinking(["an answer"]), tmp_path).complete(conversation(0))
     (line,) = exchange_file(tmp_path).read_text().splitlines()
     assert (json.loads(line)["reasoning_tokens"], json.loads(line)["cached_input_tokens"]) == (5, 32)
-    assert make_backend(f"replay:{tmp_path}").complete(conversation(0)) == recorded
+    replayed = make_backend(f"replay:{tmp_path}").complete(conversation(0))
+    assert replayed == dataclasses.replace(recorded, model="scripted:test")
     record_session(tmp_path / "plain", 1)  # a provider that does not count them writes neither key
     assert "reasoning_tokens" not in exchange_file(tmp_path / "plain").read_text()
