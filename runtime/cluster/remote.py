@@ -129,17 +129,10 @@ class RayCollector(Collector):
 
 
 def ray_train(pool: WorkerPool, policy, params, spec: Any, config, directory: str, **kw):
-    """`rl.train.train` with every update's episodes collected by the pool's workers.
-    train() makes its collector itself (`Collector(policy, spec, n_envs, asynchronous,
-    min_std)`), so the name it looks up is bound to a RayCollector for the call."""
-    from ..rl import train as rl_train
+    """`rl.train.train` with every update's episodes collected by the pool's workers."""
+    from ..rl.train import train
 
     def make(policy, spec, n_envs=1, asynchronous=None, min_std=0.0):
         return RayCollector(pool, policy, spec, n_envs, min_std)
 
-    original = rl_train.Collector
-    rl_train.Collector = make
-    try:
-        return rl_train.train(policy, params, spec, config, directory, **kw)
-    finally:
-        rl_train.Collector = original
+    return train(policy, params, spec, config, directory, make_collector=make, **kw)

@@ -285,10 +285,13 @@ def _finite(tree) -> bool:
 
 def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: bool = False,
           start: Optional[dict] = None, progress: bool = False,
-          on_update: Optional[Callable[[dict], None]] = None) -> RLResult:
+          on_update: Optional[Callable[[dict], None]] = None,
+          make_collector: Callable[..., Collector] = Collector) -> RLResult:
     """Run (or, with `resume`, continue) RL in `directory` until the resets budget
     is spent (see the module docstring). `start` describes where `params` came
-    from ({"file": ..., "sha256": ...}) for the log. Raises `RLError`."""
+    from ({"file": ..., "sha256": ...}) for the log. `make_collector(policy, spec,
+    n_envs, asynchronous, min_std)` builds what collects each update's episodes
+    (`Collector`, or a cluster's). Raises `RLError`."""
     import jax
 
     from ..io.params import params_sha256, structure_sha256
@@ -315,7 +318,7 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
     threshold = _threshold(spec)
     session = time.perf_counter()
     base = jax.random.PRNGKey(config.seed)
-    with Collector(policy, spec, config.n_envs, config.asynchronous, config.min_std) as collector, \
+    with make_collector(policy, spec, config.n_envs, config.asynchronous, config.min_std) as collector, \
             _progress(progress, config, state) as bar:
         while state.resets + config.episodes_per_update <= config.resets:
             t0 = time.perf_counter()
