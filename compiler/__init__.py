@@ -70,10 +70,10 @@ def loads(text: str, file: str = "<string>", analyze: bool = True) -> Program:
         from .analyze import analyze_program
 
         analysis = analyze_program(typed)
-        errors = [d for d in analysis.diagnostics if d.is_error]
-        if errors:
-            raise PolError(sorted(errors + list(warnings), key=_position), text)
         warnings = warnings + [d for d in analysis.diagnostics if not d.is_error]
+        errors = [d for d in analysis.diagnostics if d.is_error]
+        if errors:  # every analysis finding at once: the warnings too, not one fix later
+            raise PolError(sorted(errors + list(warnings), key=_position), text)
     return Program(typed, tuple(warnings), analysis)
 
 

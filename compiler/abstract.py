@@ -37,6 +37,7 @@ from .diagnostics import Diagnostic, ice, source_lines
 from .directions import (CONST, DEC, INC, UNKNOWN, Abs, Reason, combine, flip, flipped, scaled, still,
                          trig_direction)
 from .intervals import Interval
+from .rational import quotient_direction
 
 Env = MutableMapping[str, Abs]
 
@@ -232,7 +233,7 @@ class Pass:
             iv = I.neg(x.iv) if e.op == "neg" else I.logic("not", x.iv)
             return Abs(iv, flip(x.dir), x.why)
         if isinstance(e, T.Binary):
-            return self.binary(e, self.expr(e.l, env), self.expr(e.r, env))
+            return self.binary(e, self.expr(e.l, env), self.expr(e.r, env), env)
         if isinstance(e, T.Select):
             return self.select(e, env)
         if isinstance(e, T.Apply):
@@ -262,7 +263,7 @@ class Pass:
             return Abs(Interval.everything(e.type.shape), UNKNOWN if moving else CONST, why)
         raise ice(f"analysis: no rule for {type(e).__name__}")
 
-    def binary(self, e: T.Binary, l: Abs, r: Abs) -> Abs:
+    def binary(self, e: T.Binary, l: Abs, r: Abs, env: Mapping[str, Abs]) -> Abs:
         op = e.op
         if op == "pow" and self.report and I.power_may_be_nan(l.iv, r.iv):
             self.emit(errors.power_domain(e.l.span, str(l.iv)))
@@ -275,7 +276,7 @@ class Pass:
         if op == "mul":
             return Abs(I.mul(l.iv, r.iv), *self.product(e, l, r))
         if op == "div":
-            return Abs(self.binary_interval(e, l, r), *self.quotient(e, l, r))
+            return Abs(self.binary_interval(e, l, r), *self.quotient(e, l, r, env))
         if op == "pow":
             return Abs(I.power(l.iv, r.iv), *self.power(e, l, r))
         if op in ("lt", "le"):  # true grows as l falls or r rises
@@ -319,7 +320,16 @@ class Pass:
         return combine([scaled(l, r.iv, self.sign_unknown(e.r, r.iv)),
                         scaled(r, l.iv, self.sign_unknown(e.l, l.iv))], self.opposed(e))
 
-    def quotient(self, e: T.Binary, l: Abs, r: Abs) -> tuple[str, Optional[str]]:
+    def quotient(self, e: T.Binary, l: Abs, r: Abs, env: Mapping[str, Abs]) -> tuple[str, Optional[str]]:
+        found = self.quotient_by_sides(e, l, r)
+        if found[0] == UNKNOWN and l.dir != CONST and r.dir != CONST and not r.iv.contains_zero():
+            # Both sides move: a rational form `(a + m B) / (c + k B)` may still be monotone.
+            rational = quotient_direction(e, lambda x: self.expr(x, env))
+            if rational is not None and rational[0] != UNKNOWN:
+                return rational
+        return found
+
+    def quotient_by_sides(self, e: T.Binary, l: Abs, r: Abs) -> tuple[str, Optional[str]]:
         if r.dir == CONST:
             recip_dir: tuple[str, Optional[str]] = (CONST, None)
         elif r.dir == UNKNOWN:

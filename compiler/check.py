@@ -139,13 +139,27 @@ class _Checker(ExprChecker):
                 continue
             if isinstance(d, ast.ExpectDecl):
                 continue
+            kind = _KIND[type(d)]
             if d.name in self.decls:
-                self.error(errors.duplicate_name(d.name_span, d.name, self.decls[d.name].name_span))
+                first = self.decls[d.name]
+                if self.kinds[d.name] == kind:
+                    self.error(errors.duplicate_name(d.name_span, d.name, first.name_span))
+                else:
+                    self.error(errors.name_taken(d.name_span, d.name, kind, self.kinds[d.name], first.name_span,
+                                                 self.free_name(d.name, kind)))
                 continue
             self.decls[d.name] = d
-            self.kinds[d.name] = {ast.ObsDecl: "obs", ast.WeightDecl: "weight",
-                                  ast.LatentDecl: "latent", ast.ActionDecl: "action"}[type(d)]
+            self.kinds[d.name] = kind
         return header
+
+    def free_name(self, name: str, kind: str) -> str:
+        """A name no declaration of the program has, for a rename suggestion: `speed_latent`, ..."""
+        taken = {getattr(d, "name", None) for d in self.prog.decls}
+        base = f"{name}_{kind}"
+        candidate, n = base, 2
+        while candidate in taken:
+            candidate, n = f"{base}{n}", n + 1
+        return candidate
 
     def decl_type(self, spec: ast.TypeSpec) -> Optional[Type]:
         if any(n <= 0 for n in spec.dims):
@@ -506,6 +520,9 @@ class _Checker(ExprChecker):
             file=self.prog.file,
             source=self.prog.text,
         )
+
+
+_KIND = {ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent", ast.ActionDecl: "action"}
 
 
 def _position(d: Diagnostic) -> tuple:

@@ -170,6 +170,23 @@ def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
                 [(first, f'"{name}" was first declared here')])
 
 
+_KIND_WORDS = {"obs": "an observation", "weight": "a weight", "latent": "a latent", "action": "an action",
+               "const": "a constant"}
+_KIND_NOUNS = {"obs": "observation", "weight": "weight", "latent": "latent", "action": "action",
+               "const": "constant"}
+
+
+def name_taken(span: Span, name: str, kind: str, first_kind: str, first: Span, suggestion: str) -> Diagnostic:
+    """A declaration reusing the name of a declaration of another kind (a latent named like an obs)."""
+    noun = _KIND_NOUNS.get(kind, kind)
+    return _err("E0113", "Semantic", span,
+                f'"{name}" is already the name of {_KIND_WORDS.get(first_kind, first_kind)} (line {first.line}), '
+                f"so this {noun} cannot have it: observations, weights, latents, actions and constants share one "
+                "namespace.",
+                f'Rename the {noun}, e.g. "{suggestion}", and the expressions that mean it.',
+                [(first, f'the {_KIND_NOUNS.get(first_kind, first_kind)} "{name}" is declared here')])
+
+
 def cycle(span: Span, path: Sequence[str]) -> Diagnostic:
     names = list(path) + [path[0]]
     if len(names) > 12:  # a generated 1,000-latent cycle: name its ends

@@ -167,11 +167,11 @@ def _check(doc: Document) -> None:
         doc.diagnostics = list(e.diagnostics)
         return
     doc.analysis = analyze_program(doc.typed)
-    found = [d for d in doc.analysis.diagnostics if d.is_error]
-    if found:
-        doc.diagnostics = sorted(found + list(warnings), key=_position)
-        return
     warnings = list(warnings) + [d for d in doc.analysis.diagnostics if not d.is_error]
+    found = [d for d in doc.analysis.diagnostics if d.is_error]
+    if found:  # as `loads`: the errors with every warning, all at once
+        doc.diagnostics = sorted(found + warnings, key=_position)
+        return
     doc.program = Program(doc.typed, tuple(warnings), doc.analysis)
     doc.diagnostics = warnings + [errors.intent_proved_info(r.intent.span, r.intent.text)
                                   for r in doc.analysis.intents if r.status == "proved"]
