@@ -1,10 +1,16 @@
 """A fake HTTP API on 127.0.0.1 for the LLM backend tests (Gemini's generateContent,
 OpenAI's Chat Completions, Anthropic's Messages): answers POSTs from a script and records
-every request, so the real SDKs can be driven through their whole wire path."""
+every request, so the real SDKs can be driven through their whole wire path.
+
+`chat_replies(texts)` is a script for a Chat Completions server that answers `texts` in
+order and counts tokens as a provider would roughly (4 characters per token, of the
+request's messages and of the reply), so budget tests see token counts that grow with the
+prompt."""
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,9 +29,35 @@ class QuietServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+def chat_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def chat_completion(text: str, prompt_tokens: int, completion_tokens: int, finish: str = "stop") -> dict:
+    """A Chat Completions response body with one choice and its usage."""
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def chat_replies(texts):
+    """A FakeAPI script answering Chat Completions requests with `texts` in order, usage
+    counted from the request (the messages' characters / 4) and the reply (its characters / 4)."""
+
+    def answer(text):
+        def step(body):
+            prompt = sum(chat_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
+            return 200, chat_completion(text, prompt, chat_tokens(text)), 0
+        return step
+
+    return [answer(t) for t in texts]
+
+
 class FakeAPI:
     """Answers POSTs from a script of (status, body, delay[, headers]), in order (500 once
-    the script runs out), and records each request as {"path", "headers", "body"}."""
+    the script runs out), and records each request as {"path", "headers", "body"}. A step
+    may also be a function of the request's JSON body returning such a tuple."""
 
     def __init__(self, script):
         self.script = list(script)
@@ -40,9 +72,12 @@ class FakeAPI:
                 length = int(self.headers.get("Content-Length", 0))
                 raw_in = self.rfile.read(length)
                 fake.times.append(time.monotonic())
+                body_in = json.loads(raw_in or b"{}")
                 fake.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                                      "body": json.loads(raw_in or b"{}")})
+                                      "body": body_in})
                 step = fake.script.pop(0) if fake.script else (500, {}, 0)
+                if callable(step):
+                    step = step(body_in)
                 status, body, delay = step[:3]
                 headers = step[3] if len(step) > 3 else {}
                 time.sleep(delay)

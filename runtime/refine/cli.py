@@ -95,7 +95,8 @@ def _new_run(args: argparse.Namespace):
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
     run.update_config(llm_source=choice.source, **({"llm_options": dict(choice.options)} if choice.options else {}),
-                      budget=budget.to_json(), **({"prices": list(prices.sources)} if prices is not None else {}))
+                      budget=budget.to_json(), **({"prices": list(prices.sources)} if prices is not None else {}),
+                      **({"prices_file": str(Path(args.prices).resolve())} if getattr(args, "prices", None) else {}))
     return run, task, settings, choice
 
 
@@ -105,8 +106,9 @@ def _costs(args: argparse.Namespace, run: Any, choice: Any) -> tuple[Any, Any]:
     and is not raised), saved back to run.json."""
     from .budget import Budget
 
-    prices = _prices(args, choice)
     config = run.config
+    recorded = config.get("prices_file") if getattr(args, "resume", None) else None
+    prices = _prices(args, choice, recorded if isinstance(recorded, str) else None)
     try:
         old = Budget.from_json(config.get("budget") or {})
     except ValueError as e:
@@ -116,22 +118,28 @@ def _costs(args: argparse.Namespace, run: Any, choice: Any) -> tuple[Any, Any]:
     budget = _budget(args, old, choice, prices)
     _verify_raised(run, config.get("budget_stop"), old, budget)
     run.update_config(budget=budget.to_json(), budget_stop=None,
-                      **({"prices": list(prices.sources)} if prices is not None else {}))
+                      **({"prices": list(prices.sources)} if prices is not None else {}),
+                      **({"prices_file": str(Path(args.prices).resolve())} if getattr(args, "prices", None) else {}))
     return prices, budget
 
 
-def _prices(args: argparse.Namespace, choice: Any):
-    """The price table of a run (None for a scripted or manual session: no model is paid)."""
+def _prices(args: argparse.Namespace, choice: Any, recorded: Any = None):
+    """The price table of a run (None for a scripted or manual session: no model is paid):
+    this invocation's --prices FILE, else the one the run was started with (`recorded`,
+    run.json's prices_file: a resumed run keeps its prices), else polc's and the user's."""
     from ..llm.prices import PricesError, load_prices
 
     if choice.kind in ("scripted", "manual"):
         if getattr(args, "prices", None):
             raise UsageError(f"polc: --prices has nothing to price: {choice.spec} calls no model.")
         return None
+    given = getattr(args, "prices", None)
     try:
-        return load_prices(getattr(args, "prices", None))
+        return load_prices(given or recorded)
     except PricesError as e:
-        raise UsageError(f"polc: {e}") from None
+        hint = "" if given or not recorded else (f" (the run was started with --prices {recorded}; pass "
+                                                 "--prices FILE to price the rest of it)")
+        raise UsageError(f"polc: {str(e).rstrip('.')}{hint}." if hint else f"polc: {e}") from None
 
 
 def _budget(args: argparse.Namespace, old: Any, choice: Any, prices: Any):
