@@ -81,9 +81,11 @@ COLUMNS = columns()
 
 
 def priced(history: Sequence[dict]) -> bool:
-    """Whether the table shows costs: some round's cost is known (a scripted session, or a
-    model the price table does not know, shows tokens only; the summary says why)."""
-    return any(isinstance(m["llm"].get("cost_usd"), (int, float)) for m in history)
+    """Whether the table shows costs: some round that called the model has a known cost (a
+    scripted session, or a model the price table does not know, shows tokens only; the
+    summary says why). A round without calls (the final one) costs $0 whatever the price,
+    so it says nothing of whether the model has one."""
+    return any(isinstance(m["llm"].get("cost_usd"), (int, float)) and m["llm"].get("calls") for m in history)
 
 
 def total_cost(history: Sequence[dict]) -> Optional[float]:
