@@ -55,7 +55,8 @@ class Progress:
         ev = m.get("eval")
         ret = scores.score_text(ev["mean"], ev["std"], metric) if ev else f"no {metric.name}"
         llm = m["llm"]
-        cost = f", {cost_text(llm['cost_usd'])}" if "cost_usd" in llm else ""
+        cost = "" if "cost_usd" not in llm else ", cost unknown" if llm["cost_usd"] is None else \
+            f", {cost_text(llm['cost_usd'])}"
         population = m.get("candidates")
         pop = (f", best of {population['asked']} candidates (#{population['chosen']})"
                if isinstance(population, dict) else "")
