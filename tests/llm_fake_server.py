@@ -54,6 +54,22 @@ def chat_replies(texts):
     return [answer(t) for t in texts]
 
 
+def chat_choices(texts):
+    """A FakeAPI step answering one Chat Completions request with several choices (as many of
+    `texts` as its `n` asks for), usage counted once for the request: the prompt once, the
+    output of every choice."""
+
+    def step(body):
+        chosen = list(texts)[:int(body.get("n", 1))]
+        prompt = sum(chat_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
+        out = chat_completion(chosen[0], prompt, sum(chat_tokens(t) for t in chosen))
+        out["choices"] = [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                          for i, t in enumerate(chosen)]
+        return 200, out, 0
+
+    return step
+
+
 class FakeAPI:
     """Answers POSTs from a script of (status, body, delay[, headers]), in order (500 once
     the script runs out), and records each request as {"path", "headers", "body"}. A step

@@ -3,7 +3,9 @@ fake Chat Completions server on 127.0.0.1 (the real openai SDK, the real CLI) on
 task. The REVISE move's population is three different structures: one without damping, one
 that cannot be fitted, the PD expert's. Every candidate is recorded in the round's folder
 with its verdict and scores, the best scored one is kept, the extra calls are counted; and
-replaying the run (`--llm replay:RUN`, strict) reproduces its table, candidates and seeds."""
+replaying the run (`--llm replay:RUN`, strict) reproduces its table, candidates and seeds.
+Candidates 2 and 3 are asked in one request with n = 2: a server that ignores n (the
+first run) gets the third asked on its own; one that answers n gives both at once."""
 
 from __future__ import annotations
 
@@ -137,3 +139,37 @@ def test_replaying_the_population_run_gives_the_same_table(population_run, task,
     replayed = read_exchanges(again / "exchanges.jsonl")
     assert [e["model"] for e in replayed] == ["openai:fake"] * len(REPLIES)  # priced as the recorded model
     assert [e["reply"] for e in replayed] == REPLIES
+
+
+def test_a_server_answering_n_gives_candidates_2_and_3_in_one_request(population_run, task, tmp_path, capsys,
+                                                                      monkeypatch):
+    """The same population with the server returning both extra candidates for one request
+    with n = 2: the same candidates, scores and choice; 4 replies in round 0 from 3 requests;
+    and a strict replay gives the group back from its recording, with the same table."""
+    from llm_fake_server import chat_choices
+    from polc.cli import main
+
+    one_at_a_time, requests_then = population_run
+    assert requests_then[2]["body"]["n"] == 2 and "n" not in requests_then[3]["body"]  # that server ignored n
+    script = chat_replies(REPLIES[:2]) + [chat_choices(REPLIES[2:4])] + chat_replies(REPLIES[4:])
+    run = tmp_path / "run"
+    with FakeAPI(script) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+        code = main(["refine", str(task), "-o", str(run), "--llm", "openai:fake", "--candidates", "3",
+                     "--quick", "-q"])
+    assert code == 0, capsys.readouterr().err
+    assert len(fake.requests) == 5 and fake.requests[2]["body"]["n"] == 2
+    assert json.loads((run / "round_00" / "candidates.json").read_text()) == json.loads(
+        (one_at_a_time / "round_00" / "candidates.json").read_text())
+    r0 = json.loads((run / "round_00" / "metrics.json").read_text())
+    assert (r0["llm"]["calls"], r0["llm"]["requests"], r0["candidates"]["calls"]) == (4, 3, 2)
+    records = read_exchanges(run / "exchanges.jsonl")
+    assert [(r.get("choice"), r.get("choices")) for r in records[2:4]] == [(0, 2), (1, 2)]
+    assert records[3]["input_tokens"] == 0  # the prompt was sent, and paid, once
+
+    again = tmp_path / "replayed"
+    assert main(["refine", str(task), "-o", str(again), "--llm", f"replay:{run}", "--candidates", "3",
+                 "--quick", "-q"]) == 0, capsys.readouterr().err
+    assert table(again) == table(run)
+    assert [timeless(m) for m in json.loads((again / "summary.json").read_text())["rounds"]] == [
+        timeless(m) for m in json.loads((run / "summary.json").read_text())["rounds"]]

@@ -17,14 +17,14 @@ from typing import Mapping, Optional
 
 from .base import (DEFAULT_TIMEOUT, ROLES, Backend, BadKey, ConnectionFailed, LLMError, MalformedReply,
                    Message, MissingKey, Reply, ReplayMismatch, RequestRejected, RetriesExhausted, TimedOut,
-                   TimeLimited, UnknownBackend, check_timeout, render)
+                   TimeLimited, UnknownBackend, check_timeout, completes_n, render, spread)
 from .record import RecordingBackend, append_exchange, exchange_file, read_exchanges
 from .replay import ReplayBackend
 
 __all__ = [
     "DEFAULT_TIMEOUT", "ROLES", "Backend", "BadKey", "ConnectionFailed", "LLMError", "MalformedReply",
     "Message", "MissingKey", "Reply", "ReplayMismatch", "RequestRejected", "RetriesExhausted", "TimedOut",
-    "TimeLimited", "UnknownBackend", "check_timeout", "render", "RecordingBackend",
+    "TimeLimited", "UnknownBackend", "check_timeout", "completes_n", "render", "spread", "RecordingBackend",
     "append_exchange", "exchange_file", "read_exchanges", "ReplayBackend", "make_backend", "SPECS",
 ]
 

@@ -56,11 +56,42 @@ class Reply:
 
 
 class Backend(Protocol):
-    """Anything that answers a conversation. `name` is its spec, e.g. "gemini:gemini-2.5-flash"."""
+    """Anything that answers a conversation. `name` is its spec, e.g. "gemini:gemini-2.5-flash".
+
+    A backend may also have `complete_n(messages, n) -> list[Reply]`: up to `n` independent
+    replies to one prompt from one request (OpenAI's `n`), the request's tokens spread over
+    them so that they sum to what the provider counted. It may return fewer than `n` (a
+    server that ignores `n` returns one); `completes_n` says whether a backend has it."""
 
     name: str
 
     def complete(self, messages: Sequence[Message]) -> Reply: ...
+
+
+def completes_n(backend: Any) -> bool:
+    """Whether `backend` (or the backend it wraps, `TimeLimited`) answers several replies in
+    one request, and has not been found refusing to (`n_refused`)."""
+    if getattr(backend, "n_refused", False):
+        return False
+    b = backend
+    while isinstance(b, TimeLimited):
+        b = b.inner
+    return callable(getattr(b, "complete_n", None))
+
+
+def spread(total: int, weights: Sequence[int]) -> list[int]:
+    """`total` split in proportion to `weights` (whole numbers summing to `total`; equal
+    shares when the weights are all 0): one request's tokens over its replies."""
+    n = len(weights)
+    if n == 0:
+        return []
+    w = [max(int(x), 0) for x in weights]
+    if not sum(w):
+        w = [1] * n
+    shares = [total * x // sum(w) for x in w]
+    for i in sorted(range(n), key=lambda i: -(total * w[i] % sum(w)))[:total - sum(shares)]:
+        shares[i] += 1
+    return shares
 
 
 class LLMError(Exception):
@@ -126,12 +157,19 @@ class TimeLimited:
         return getattr(self.inner, attr)
 
     def complete(self, messages: Sequence[Message]) -> Reply:
+        return self._limited(lambda: self.inner.complete(messages))
+
+    def complete_n(self, messages: Sequence[Message], n: int) -> list[Reply]:
+        """`inner.complete_n` within the same limit (see `completes_n` for whether it has one)."""
+        return self._limited(lambda: self.inner.complete_n(messages, n))
+
+    def _limited(self, call: Any) -> Any:
         box: dict[str, Any] = {}
         done = threading.Event()
 
         def work() -> None:
             try:
-                box["reply"] = self.inner.complete(messages)
+                box["reply"] = call()
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 box["error"] = e
             finally:

@@ -12,6 +12,12 @@ Retry-After (up to 120 s). `timeout` bounds one HTTP attempt; the limit of a who
 Options (`--llm-option key=value`): `temperature`, `top_p` (numbers), `seed`,
 `max_completion_tokens` (integers) and `reasoning_effort` (a word); the server refuses
 those the model does not accept (a 400, reported as `RequestRejected`).
+
+`complete_n(messages, n)` asks for `n` choices in one request (the API's `n`; the
+candidates of `polc refine --candidates K`). The usage covers them all: the prompt is
+counted once (on the first reply) and the output is spread over the replies by their
+length. A server that ignores `n` (Ollama, llama.cpp's) returns one choice; choices cut
+at the token limit or empty are dropped (their tokens stay counted) unless none is left.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from .base import MalformedReply, Message, Reply
+from .base import MalformedReply, Message, Reply, spread
 from .sdk_errors import Provider, close_quietly, endpoint, explain
 
 KEY_VAR = "OPENAI_API_KEY"
@@ -83,6 +89,36 @@ class OpenAIBackend:
         return Reply(self._text(response), *token_counts(response), time.monotonic() - start,
                      **usage_details(response))
 
+    def complete_n(self, messages: Sequence[Message], n: int) -> list[Reply]:
+        """Up to `n` replies from one request with `n` choices (see the module docstring)."""
+        wire = [{"role": ROLE[m.role], "content": m.text} for m in messages]
+        start = time.monotonic()
+        try:
+            response = self._client.chat.completions.create(model=self.model, messages=wire, n=n, **self.options)
+        except Exception as e:  # noqa: BLE001 - every SDK/transport failure becomes an LLMError
+            raise explain(self._sdk, e, self.provider) from e
+        seconds = time.monotonic() - start
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise MalformedReply(f"The OpenAI API at {self.provider.where} answered without any choices.")
+        texts, problems = [], []
+        for choice in sorted(choices, key=lambda c: c.index or 0)[:n]:
+            try:
+                texts.append(self._choice_text(choice))
+            except MalformedReply as e:
+                problems.append(e)
+        if not texts:
+            raise problems[0]
+        input_tokens, output_tokens = token_counts(response)
+        details = usage_details(response)
+        outputs = spread(output_tokens, [len(t) for t in texts])
+        reasoning = spread(details["reasoning_tokens"], outputs) if "reasoning_tokens" in details else None
+        return [Reply(t, input_tokens if i == 0 else 0, outputs[i], seconds if i == 0 else 0.0,
+                      None if reasoning is None else reasoning[i],
+                      details.get("cached_input_tokens") if i == 0 else (0 if "cached_input_tokens" in details
+                                                                          else None))
+                for i, t in enumerate(texts)]
+
     def abandon(self) -> None:
         """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client."""
         close_quietly(self._client)
@@ -92,7 +128,9 @@ class OpenAIBackend:
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list) or not choices:
             raise MalformedReply(f"The OpenAI API at {where} answered without any choices.")
-        choice = choices[0]
+        return self._choice_text(choices[0])
+
+    def _choice_text(self, choice) -> str:
         message = choice.message
         text = (message.content or "") if message is not None else ""
         reason = choice.finish_reason

@@ -30,6 +30,14 @@ class ReplayBackend:
         self.name = f"replay:{source}"
         self.position = start
 
+    def complete_n(self, messages: Sequence[Message], n: int) -> list[Reply]:
+        """The replies recorded from one request for several (`choices`, see
+        `refine.converse.Caller.many`), or the next single one, as a server that ignores `n`."""
+        first = self.records[self.position] if self.position < len(self.records) else {}
+        group = first.get("choices") if first.get("choice") == 0 else None
+        count = min(group, n) if isinstance(group, int) and not isinstance(group, bool) and group > 1 else 1
+        return [self.complete(messages) for _ in range(count)]
+
     def complete(self, messages: Sequence[Message]) -> Reply:
         k = self.position
         if k >= len(self.records):

@@ -3,10 +3,10 @@
 Before every LLM call the meter estimates what the call will take: the prompt's tokens
 (its characters at the ratio of tokens to characters the provider has counted so far in
 this run, 1 token per 4 characters before the first reply) plus the largest of the recent
-replies' output tokens, priced at the model's rates (cached input not assumed). When what
-was spent plus that estimate would exceed a budget, the call is not made: `BudgetExhausted`
-stops the run before it, the run directory keeps every complete round, and `--resume`
-with a raised budget redoes the round in progress. What was spent counts every exchange
+replies' output tokens (times n for a request of n replies), priced at the model's rates
+(cached input not assumed). When what was spent plus that estimate would exceed a budget,
+the call is not made: `BudgetExhausted` stops the run before it, the run directory keeps
+every complete round, and `--resume` with a raised budget redoes the round in progress. What was spent counts every exchange
 the run paid for, those of rounds that were interrupted and redone included.
 """
 
@@ -133,12 +133,14 @@ class Meter:
         ratio = self._counted / self._chars if self._chars and self._counted else 1 / CHARS_PER_TOKEN
         return math.ceil(chars * ratio), max(self.recent, default=0)
 
-    def check(self, messages: Sequence[Message]) -> None:
-        """`BudgetExhausted` when the call with `messages` would exceed a budget."""
+    def check(self, messages: Sequence[Message], n: int = 1) -> None:
+        """`BudgetExhausted` when the call with `messages` (asking for `n` replies: the prompt
+        once, `n` replies' output) would exceed a budget."""
         b = self.budget
         if b.max_tokens is None and b.max_cost is None:
             return
         est_in, est_out = self.estimate(messages)
+        est_out *= n
         if b.max_tokens is not None and self.spent_tokens + est_in + est_out > b.max_tokens:
             raise BudgetExhausted(
                 f"the token budget (--max-tokens {tokens_text(b.max_tokens)}) stops the run before its next LLM "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from ..llm import Message, append_exchange, render
 from ..llm.record import OPTIONAL_COUNTS
@@ -53,10 +53,13 @@ class Counts:
     mismatches: int = 0
     priced: bool = False          # a price table was given: `cost_usd` is kept (None: unknown)
     cost_usd: Optional[float] = 0.0
+    requests: int = 0             # requests sent: fewer than `calls` when one answered several (`many`)
 
     def to_json(self) -> dict:
         out = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()
-               if k not in ("priced", "cost_usd")}
+               if k not in ("priced", "cost_usd", "requests")}
+        if self.requests != self.calls:  # only a population asked with n says it
+            out["requests"] = self.requests
         if self.priced:  # without a price table (a scripted session) no cost is recorded at all
             out["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
         return out
@@ -86,13 +89,39 @@ class Caller:
         if self.meter is not None:
             self.meter.check(messages)  # BudgetExhausted: the call is not made
         reply = self.backend.complete(messages)
+        self.counts.requests += 1
+        return self._record(messages, reply, purpose)
+
+    def many(self, messages: list[Message], n: int, purposes: Sequence[str]) -> list[str]:
+        """Up to `n` replies to `messages` from one request, when the backend can (`completes_n`);
+        [] when it cannot, or refuses `n` (it is then not asked again: the caller asks one at a
+        time). Each reply is recorded as its own exchange, `choice` j of `choices` m, named by
+        `purposes[j]`; `calls` counts replies and `requests` the one request."""
+        from ..llm import RequestRejected, completes_n
+
+        if n < 2 or not completes_n(self.backend):
+            return []
+        if self.meter is not None:
+            self.meter.check(messages, n)
+        try:
+            got = self.backend.complete_n(messages, n)[:n]
+        except RequestRejected as e:
+            self.backend.n_refused = True
+            self.notice(f"{self.backend.name} refused {n} replies in one request ({e}); asking one at a time")
+            return []
+        self.counts.requests += 1
+        return [self._record(messages, reply, purposes[j], {"choice": j, "choices": len(got)})
+                for j, reply in enumerate(got)]
+
+    def _record(self, messages: list[Message], reply: Any, purpose: str, extra: Optional[dict] = None) -> str:
         model = reply.model or self.backend.name  # a replayed reply: the model that made it
         cost = self.meter.cost(model, reply) if self.meter is not None else None
         record = {"index": self.index, "model": model, "purpose": purpose,
                   "messages": [{"role": m.role, "text": m.text} for m in messages], "reply": reply.text,
                   "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
                   "seconds": round(reply.seconds, 3), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  **{k: getattr(reply, k) for k in OPTIONAL_COUNTS if getattr(reply, k) is not None}}
+                  **{k: getattr(reply, k) for k in OPTIONAL_COUNTS if getattr(reply, k) is not None},
+                  **(extra or {})}
         if self.token_note:
             record["tokens"] = self.token_note
         if self.counts.priced:

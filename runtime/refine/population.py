@@ -1,7 +1,9 @@
 """One REVISE move as a population (`--candidates K`): the move's own revision is candidate 1;
 K - 1 more are asked for with the same prompt (independent completions, each recorded as
-an exchange), each is checked and repaired as a single revision is, then all checked ones
-are fitted and scored (`candidates.evaluate_candidates`) and the best becomes next.pol.
+an exchange: in one request with n = K - 1 where the backend can, `Caller.many`, and one
+request each for those it did not return), each is checked and repaired as a single
+revision is, then all checked ones are fitted and scored
+(`candidates.evaluate_candidates`) and the best becomes next.pol.
 
 The round's folder keeps every candidate (`candidate-N.pol`, its repairs and check reports)
 and `candidates.json`: for each, its verdict, score, per-seed scores and fit loss, which was
@@ -12,9 +14,9 @@ cost beyond one revision: LLM calls and environment episodes (added to the round
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Optional
 
-from ..llm import Message
+from ..llm import Message, completes_n
 from . import replies
 from .candidates import Candidate, best, candidate_order, evaluate_candidates
 from .converse import NoUsableReply, RevisionRejected, check_and_repair
@@ -28,6 +30,7 @@ class Population:
         self.d, self.move, self.messages = dialogue, move, messages
         self.loop, self.s, self.k, self.call, self.m = dialogue.loop, dialogue.s, dialogue.k, dialogue.call, dialogue.m
         self.dir = dialogue.d
+        self._asked: Optional[list[str]] = None  # candidates 2..K from one request, in order
 
     def run(self) -> None:
         K = self.s.candidates
@@ -76,8 +79,15 @@ class Population:
     def _ask(self, i: int, K: int) -> tuple[Any, list[Message], str]:
         """Candidate i: (its move, its conversation, '' or why it is not a revision)."""
         prompt = list(getattr(self.d, "_move_prompt", None) or self.messages[:-1])
-        self.loop.ui.phase(self.k, f"LLM: candidate revision {i} of {K}")
-        text = self.call(prompt, f"candidate {i} of {K}")
+        if self._asked is None:
+            if K > 2 and completes_n(self.call.backend):
+                self.loop.ui.phase(self.k, f"LLM: candidate revisions 2 to {K} of {K}, one request")
+            self._asked = self.call.many(prompt, K - 1, [f"candidate {j} of {K}" for j in range(2, K + 1)])
+        if self._asked:
+            text = self._asked.pop(0)
+        else:
+            self.loop.ui.phase(self.k, f"LLM: candidate revision {i} of {K}")
+            text = self.call(prompt, f"candidate {i} of {K}")
         conversation = prompt + [Message("model", text)]
         try:
             move = replies.parse_move(text, ("REVISE", "TEST", "STOP"))
