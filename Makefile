@@ -33,8 +33,10 @@ test: setup system-deps
 	$(PY) -m pytest -q --durations=25
 
 # Everything but the tests marked slow, for the edit-test loop.
+# Both cores (pytest-xdist): tests that share a Ray instance or measure the sandbox's
+# limits are grouped onto one worker (`xdist_group`); docs/performance.md, "The test suite".
 test-fast: setup
-	POLC_TESTS=fast $(PY) -m pytest -q -m "not slow"
+	POLC_TESTS=fast $(PY) -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=15
 
 # grammar/pol_parser.py, the standalone parser `polc check` uses, regenerated from
 # grammar/pol.lark (the one source of the syntax) after every edit of it.

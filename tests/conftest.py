@@ -1,8 +1,37 @@
-"""Test-wide strictness: JAX never promotes ranks silently and runs on the CPU."""
+"""Test-wide strictness (JAX never promotes ranks silently and runs on the CPU) and one
+throwaway directory per test session for what would otherwise land in the user's home.
 
+The session directory is made once, by the first process that loads this file (pytest itself,
+or xdist's controller before it starts its workers), and its path is passed on through the
+environment, so xdist's workers and every `polc` subprocess a test starts share it:
+- `XDG_CACHE_HOME` points into it: no test reads or writes ~/.cache.
+- JAX's persistent compilation cache lives in it, for every compile however small: the suite
+  compiles the same small programs in many processes (each CLI test is one), and the first
+  compile of each still happens in every session, so no test is weakened by it.
+- Each xdist worker gets its own `TMPDIR` inside it, so a test that looks for processes left
+  behind by the code it ran (the sandbox's) can tell them from another worker's.
+"""
+
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+if "POLC_TEST_SESSION_DIR" not in os.environ:
+    os.environ["POLC_TEST_SESSION_DIR"] = tempfile.mkdtemp(prefix="polc-tests-")
+    atexit.register(shutil.rmtree, os.environ["POLC_TEST_SESSION_DIR"], ignore_errors=True)
+_SESSION = os.environ["POLC_TEST_SESSION_DIR"]
+os.environ["XDG_CACHE_HOME"] = os.path.join(_SESSION, "cache")
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_SESSION, "jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+if "PYTEST_XDIST_WORKER" in os.environ:
+    _tmp = os.path.join(_SESSION, "tmp-" + os.environ["PYTEST_XDIST_WORKER"])
+    os.makedirs(_tmp, exist_ok=True)
+    os.environ["TMPDIR"] = _tmp
+    tempfile.tempdir = _tmp
 
 import warnings  # noqa: E402
 

@@ -128,6 +128,7 @@ def test_a_policy_without_noise_or_with_other_actions_is_refused():
         policy_network_factory(door, TOY, door.init(jax.random.PRNGKey(0)))
 
 
+@pytest.mark.slow  # 35 s alone: two brax trainings (make test-fast keeps the unit tests above)
 def test_toy_training_changes_params_keeps_constraints_and_resumes(toy_policy, tmp_path):
     start = toy_policy.unconstrain({"k": 0.2, "s": 0.9})
     config = BraxConfig(num_envs=4, timesteps=2400, episode_length=20, evals=1, eval_envs=4,
@@ -176,6 +177,7 @@ print(json.dumps({{"devices": [str(d) for d in jax.local_devices()], "log_device
 """
 
 
+@pytest.mark.slow  # 35 s alone: a subprocess with two forced host devices trains
 def test_training_shards_over_two_forced_host_devices(tmp_path):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     code = MULTI.format(here=str(HERE), out=str(tmp_path / "run"))

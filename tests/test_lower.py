@@ -243,7 +243,14 @@ def test_log_prob_without_noise_is_zero():
     assert float(policy.log_prob(policy.init(jax.random.PRNGKey(0)), {"x": 1.0}, {"a": 0.3})) == 0.0
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
+# Each example costs 5-20 s here (the loop runs op by op, un-jitted): the fast tier keeps one
+# structure and one MLP, the full suite runs them all.
+FAST_EXAMPLES = {"examples/car_racing/initial.pol", "examples/car_racing/mlp.pol"}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=() if os.path.relpath(p, ROOT) in FAST_EXAMPLES else pytest.mark.slow)
+    for p in EXAMPLES], ids=lambda p: os.path.relpath(p, ROOT))
 def test_examples_vmap_equals_a_loop_and_gradients_are_finite(path):
     with open(path) as f:
         policy = compile_text(f.read())

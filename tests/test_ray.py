@@ -22,6 +22,7 @@ from polc.cli import main as polc  # noqa: E402
 from polc.runtime.envs import toy  # noqa: E402
 
 pytestmark = [
+    pytest.mark.xdist_group("ray"),  # one worker, one Ray instance (the module's fixture)
     # Ray starts its processes with subprocess after JAX's threads exist; they exec at once.
     pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning:ray"),

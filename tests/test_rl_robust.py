@@ -42,6 +42,7 @@ def shift_in_stds(policy, before, after, seeds) -> float:
     return float(np.sqrt(np.sum(np.square(z) * ep.mask) / np.sum(ep.mask)))
 
 
+@pytest.mark.slow  # 10+ s: RL updates from a fitted policy
 def test_the_trust_region_stops_an_update_that_would_move_the_mean_by_many_stds(tmp_path):
     policy = compiled(TINY)
     params = policy.init(jax.random.PRNGKey(0))
@@ -72,6 +73,7 @@ def _residual_std(policy, params, min_std: float) -> float:
     return float(np.std(r))
 
 
+@pytest.mark.slow  # 10+ s: RL updates from a fitted policy
 def test_the_std_floor_lets_a_near_deterministic_fit_explore(tmp_path):
     policy = compiled(TINY)
     params = policy.init(jax.random.PRNGKey(0))

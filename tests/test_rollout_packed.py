@@ -78,6 +78,7 @@ def test_rl_collection_is_bit_identical_to_the_gymnasium_path_on_the_toy(monkeyp
         same(x, y)
 
 
+@pytest.mark.slow  # 20 s alone: Car Racing episodes both ways (the toy tests above stay fast)
 def test_car_racing_rollouts_and_collection_are_bit_identical_to_the_gymnasium_path(monkeypatch):
     policy = polc.load("examples/car_racing/initial.pol").compile()
     seeds = [10_000, 10_001, 10_002]

@@ -18,6 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from polc.runtime.sandbox import inside
+
+# The limit tests measure CPU and count processes: under xdist they share one worker.
+pytestmark = pytest.mark.xdist_group("sandbox")
 from polc.runtime.sandbox import process as sandbox
 from polc.runtime.sandbox.process import Limits, SandboxUnavailable, run_analysis
 
@@ -42,14 +45,17 @@ def run(code: str, trace: Path, **limits) -> sandbox.SandboxResult:
 
 
 def sandbox_processes() -> list[int]:
-    """Processes still running this sandbox's init or harness."""
-    found = []
+    """Processes still running a sandbox's init or harness that this process started: each
+    sandbox lives in a directory under the temporary directory, which under xdist is this
+    worker's own (tests/conftest.py), so another worker's sandboxes are not counted."""
+    found, ours = [], os.path.realpath(tempfile.gettempdir()).encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if os.path.realpath(inside.__file__).encode() in cmdline or b"inside.py\x00harness" in cmdline:
+        ran_inside = os.path.realpath(inside.__file__).encode() in cmdline or b"inside.py\x00harness" in cmdline
+        if ran_inside and ours in cmdline:
             found.append(int(pid))
     return found
 
@@ -136,7 +142,7 @@ def analyze(df):
     f"/tmp/polc-escape-{uuid.uuid4().hex}",
     f"/usr/lib/polc-escape-{uuid.uuid4().hex}",
     "../input/trace.parquet",  # the sandbox's copy of the trace
-])
+], ids=["project", "tmp", "usr-lib", "its-own-input"])  # stable ids: xdist's workers collect alike
 def test_writing_outside_its_directory_is_refused(trace, target):
     before = Path(target).read_bytes() if Path(target).exists() else None
     result = run(f"def analyze(df):\n    open({target!r}, 'wb').write(b'pwned')\n", trace)
@@ -414,9 +420,12 @@ def test_without_the_filter_that_socket_is_still_out_of_view(trace, host_unix_so
 
     exposed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.executable, inside.__file__)}
     exposed |= {os.path.abspath(p) for p in (sys.prefix, sys.executable)}
+    # Its own folder is made in the temporary directory: /tmp, or a folder under /tmp that
+    # holds it (an xdist worker's, tests/conftest.py).
+    exposed.add(os.path.join(os.path.realpath(tempfile.gettempdir()), "polc-sandbox-"))
     on_the_way = sorted({p.split("/")[2][:13] for p in exposed if p.startswith("/tmp/")})
     seen = result.output.splitlines()[0]
-    assert seen.startswith("1 [") and sorted(ast.literal_eval(seen[2:])) == sorted(["polc-sandbox-", *on_the_way])
+    assert seen.startswith("1 [") and sorted(ast.literal_eval(seen[2:])) == on_the_way
     assert result.error == ("The analysis raised FileNotFoundError at line 7: [Errno 2] No such file "
                             "or directory.")
 
