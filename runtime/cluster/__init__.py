@@ -5,6 +5,7 @@
     workers.py  the rollout-worker actor: its environments and the policy, compiled once per actor
     pool.py     a pool of those actors: each steps its share of the episodes; a dead one's are retried
     remote.py   rollout, evaluate and the RL collector on the pool, with the local functions' results
+    graph.py    a dependency graph of steps as Ray tasks (`polc experiment --ray`), faults bounded
 
 Ray is an optional extra (`pip install polc[ray]`): only these modules import it, and
 only when a command runs with --ray. Names are loaded on first use.
@@ -17,4 +18,5 @@ __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "connect": ["Cluster", "ClusterError", "connected"],
     "pool": ["WorkerPool", "shares", "worker_pool"],
     "remote": ["RayCollector", "ray_evaluate", "ray_rollout", "ray_train"],
+    "graph": ["GraphError", "Node", "run_graph"],
 })

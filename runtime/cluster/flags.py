@@ -10,10 +10,13 @@ from typing import Optional
 ENV = "POLC_RAY_ADDRESS"
 
 
-def add_ray_flags(c: argparse.ArgumentParser) -> None:
+def add_ray_flags(c: argparse.ArgumentParser, workers: bool = True) -> None:
+    """--ray, and (`workers`) --ray-workers for a command whose episodes rollout workers step."""
     c.add_argument("--ray", metavar="auto|ADDRESS",
                    help="run on a Ray cluster: auto joins the running one or starts a local one; ADDRESS "
                         f"(host:port, ray://host:10001) joins that one (default: ${ENV}; docs/ray.md)")
+    if not workers:
+        return
     c.add_argument("--ray-workers", type=int, default=None, metavar="N",
                    help="with --ray: rollout-worker actors (default: one per CPU of the cluster)")
 

@@ -3,10 +3,12 @@
     polc experiment car_racing -o results/car_racing/    # Table 1 (Markdown, JSON, plots)
     polc experiment door -o results/door/                # Figure 5: the distance per revision
     polc experiment car_racing --quick -o /tmp/t1        # every step, reduced (about a minute)
+    polc experiment car_racing --ray auto -o results/car_racing/   # the steps side by side on Ray
 
 `plan` says what runs (tasks, budgets, rows), `run` runs it as cached steps
-(an interrupted experiment continues where it stopped), `report` writes the
-table, the JSON and the plots.
+(an interrupted experiment continues where it stopped), `distributed` runs
+those steps as a dependency graph of Ray tasks (docs/ray.md), `report` writes
+the table, the JSON and the plots.
 """
 
 from .plan import FULL, QUICK, TASKS, Budget, Row, Structure, Task

@@ -1,4 +1,4 @@
-"""`polc experiment TASK [-o DIR] [--quick] [--skip-rl] [--llm SPEC]`.
+"""`polc experiment TASK [-o DIR] [--quick] [--skip-rl] [--llm SPEC] [--resume] [--ray auto|ADDRESS]`.
 
 Exit codes as every runtime command: 0 done, 1 a step failed (what finished is
 kept; the same command continues), 2 bad usage.
@@ -20,17 +20,21 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from .plan import FULL, QUICK, TASKS
     from .report import RESULTS, TABLE, write_all
     from .run import Experiment, ExperimentError
+    from ..cluster.flags import ray_address
 
     task = TASKS.get(args.task)
     if task is None:
         raise UsageError(f"polc: no experiment '{args.task}'; choose one of: {', '.join(TASKS)}.")
     budget = QUICK if args.quick else FULL
     out = Path(args.output or Path("results") / (task.name + ("-quick" if args.quick else "")))
+    if args.resume and not (out / "experiment.json").exists():
+        raise UsageError(f"polc: --resume: there is no experiment in '{out}' to continue; run the command "
+                         f"without --resume to start one there.")
     command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] \
         else f"polc experiment {task.name}" + (" --quick" if args.quick else "") + f" -o {out}"
     try:
         exp = Experiment(task, budget, str(out), llm=args.llm, progress=not args.quiet, skip_rl=args.skip_rl)
-        found = exp.run()
+        found = exp.run(ray=ray_address(args))
     except ExperimentError as e:
         print(f"polc: {e}.", file=sys.stderr)
         return 1
@@ -47,6 +51,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add `polc experiment` to the `polc` subcommands."""
+    from ..cluster.flags import add_ray_flags
     from .plan import TASKS
 
     c = sub.add_parser("experiment", help="the paper's Table 1 (car_racing) or Figure 5 (door), measured")
@@ -61,5 +66,9 @@ def register(sub: Any) -> None:
                         "it adds the RL rows, reusing these steps")
     c.add_argument("--llm", help="refine with this model (e.g. gemini:gemini-2.5-flash) instead of the "
                                  "bundled scripted session / the GEMINI_API_KEY default")
+    c.add_argument("--resume", action="store_true",
+                   help="continue the experiment in -o (refused when there is none); rerunning the same command "
+                        "does the same: finished steps are never recomputed")
+    add_ray_flags(c, workers=False)
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     c.set_defaults(func=rc.guard(cmd_experiment))

@@ -2,6 +2,11 @@
 
     exp = Experiment(TASKS["car_racing"], FULL, "results/car_racing", llm=None)
     result = exp.run()          # -> dict, also written as results.json
+    result = exp.run(ray="auto")  # the same, the steps side by side on Ray (`distributed`)
+
+`plan()` lists the steps in the order one process runs them, each naming the steps
+whose results it needs (fit -> evaluations and RL runs; an RL run's high budget
+continues its low budget); `rows()` makes the table from their results.
 
 The output directory holds every artefact a step produced:
 
@@ -36,6 +41,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -47,12 +53,23 @@ class ExperimentError(Exception):
     """The experiment cannot go on; the message says what failed and what is kept."""
 
 
+@dataclass(frozen=True)
+class Step:
+    """One cached step: `compute(deps)` gets the results of the steps named in `deps`
+    by name and returns its own (JSON-able; saved as steps/<name>.json)."""
+
+    name: str
+    what: str                 # what the progress line says it does
+    deps: tuple[str, ...]
+    compute: Callable[[dict], dict]
+
+
 class Experiment:
     """One task's experiment in `out` (see the module docstring)."""
 
     def __init__(self, task: Task, budget: Budget, out: str, llm: Optional[str] = None,
                  say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
-                 progress: bool = True, skip_rl: bool = False):
+                 progress: bool = True, skip_rl: bool = False, folder: Optional[str] = None):
         from .. import envs
         from ..trace.evaluate import eval_seeds
         from ..refine.envspec import ShortEpisodes
@@ -65,24 +82,47 @@ class Experiment:
         self.metric = base.metric
         self.solved_at = getattr(base, "solved_at", None)
         self.seeds = eval_seeds(base, budget.seeds)
-        self.folder = task_folder(task)
+        self.folder = Path(folder) if folder else task_folder(task)
         self.demo = self._demo_path()
         self.seconds: dict[str, float] = {}
         self._compiled: dict[str, Any] = {}  # structure key -> CompiledPolicy: one compile (and jit cache) per run
 
     # ---- steps --------------------------------------------------------------------------
 
+    def _cached(self, name: str) -> Optional[dict]:
+        """The saved result of step `name`, or None when it has not finished."""
+        path = self.out / "steps" / f"{name}.json"
+        if not path.exists():
+            return None
+        try:
+            done = read_json(path)
+        except (OSError, ValueError) as e:
+            self.say(f"polc: step '{name}' has an unreadable result ({e}); running it again.")
+            return None
+        self.seconds[name] = done.get("seconds", 0.0)
+        return done
+
+    def _save(self, name: str, result: dict) -> None:
+        """Step `name` finished: its result saved (written last, atomically)."""
+        path = self.out / "steps" / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, result)
+        self.seconds[name] = result["seconds"]
+        self.say(f"[{name}] done in {result['seconds']:.0f} s")
+
     def _step(self, name: str, what: str, compute: Callable[[], dict]) -> dict:
         """The cached result of step `name`, computing (and saving) it if needed."""
-        path = self.out / "steps" / f"{name}.json"
-        if path.exists():
-            try:
-                done = read_json(path)
-                self.seconds[name] = done.get("seconds", 0.0)
-                return done
-            except (OSError, ValueError) as e:
-                self.say(f"polc: step '{name}' has an unreadable result ({e}); running it again.")
+        done = self._cached(name)
+        if done is not None:
+            return done
         self.say(f"[{name}] {what}")
+        result = self.timed(name, compute)
+        self._save(name, result)
+        return result
+
+    @staticmethod
+    def timed(name: str, compute: Callable[[], dict]) -> dict:
+        """`compute()` with the seconds it took; a score of NaN actions fails the step."""
         t = time.monotonic()
         try:
             result = compute()
@@ -93,10 +133,6 @@ class Experiment:
                 raise ExperimentError(f"step '{name}' failed: {e}") from None
             raise
         result["seconds"] = round(time.monotonic() - t, 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, result)
-        self.seconds[name] = result["seconds"]
-        self.say(f"[{name}] done in {result['seconds']:.0f} s")
         return result
 
     def _demo_path(self) -> Path:
@@ -109,13 +145,59 @@ class Experiment:
 
     # ---- the plan -----------------------------------------------------------------------
 
-    def run(self) -> dict:
-        """Every step in order; the results (also written to results.json etc. by `report`)."""
-        self._claim()
-        rows = [self._expert_row()]
-        refinement = self._refine()
+    def plan(self) -> list[Step]:
+        """Every step of the table, in the order one process runs them; each names the
+        steps whose results it needs (the graph `--ray` runs)."""
+        steps = [Step("expert", f"the expert on {len(self.seeds)} unseen seeds", (), self._expert)]
+        if any(s.source == "refine" for s in self.task.structures):
+            steps.append(Step("refine", f"the refinement loop on {self.folder}", (), self._refine))
+        n = len(self.seeds)
         for s in self.task.structures:
-            rows.extend(self._structure_rows(s, refinement))
+            fit = f"fit-{s.key}"
+            what = (f"the refinement loop's own fit of its last round ({s.key}.pol)" if s.source == "refine"
+                    else f"imitation learning: {s.key}.pol on {self.demo}")
+            steps.append(Step(fit, what, ("refine",) if s.source == "refine" else (),
+                              lambda deps, s=s: self._fit(s, deps.get("refine", {}))))
+            steps.append(Step(f"eval-{s.key}-il", f"evaluating {s.key} (fit/{s.key}.params) on {n} unseen seeds",
+                              (fit,), lambda deps, s=s, fit=fit: self._evaluate(s, deps[fit]["params"])))
+            if not self.rl:
+                continue
+            for label, resets in (("low", self.budget.low), ("high", self.budget.high)):
+                for k in range(self.budget.rl_seeds):
+                    rl = f"rl-{s.key}-{label}-seed{k}"  # the high budget continues the low budget's run
+                    deps = (fit,) if label == "low" else (fit, f"rl-{s.key}-low-seed{k}")
+                    steps.append(Step(rl, f"RL of {s.key} to {resets} resets (training seed {k})", deps,
+                                      lambda deps, s=s, fit=fit, label=label, resets=resets, k=k:
+                                      self._rl(s, deps[fit]["params"], label, resets, k)))
+                    steps.append(Step(f"eval-{s.key}-rl-{label}-seed{k}",
+                                      f"evaluating {s.key} (rl/{s.key}/seed{k}/{label}.params) on {n} unseen seeds",
+                                      (rl,), lambda deps, s=s, rl=rl: self._evaluate(s, deps[rl]["params"])))
+        return steps
+
+    def run(self, ray: Optional[str] = None) -> dict:
+        """Every step (in this process, or on the Ray cluster at `ray`: auto or an address);
+        the results (written to results.json etc. by `report`)."""
+        self._claim()
+        steps = self.plan()
+        if ray is None:
+            results: dict[str, dict] = {}
+            for step in steps:
+                results[step.name] = self._step(step.name, step.what,
+                                                lambda step=step: step.compute({d: results[d] for d in step.deps}))
+        else:
+            from .distributed import run_on_ray
+
+            results = run_on_ray(self, steps, ray)
+        return self.rows(results)
+
+    def rows(self, results: dict[str, dict]) -> dict:
+        """The table's rows from every step's result."""
+        e = results["expert"]["eval"]
+        rows = [Row("Expert demonstration", "expert", "demo", 0, 0, 0, *_ms(e), per_seed=e["values"],
+                    note="the scripted/privileged expert that made the demonstration", **_shares(e, None))]
+        refinement = results.get("refine", {})
+        for s in self.task.structures:
+            rows.extend(self._structure_rows(s, refinement, results))
         return {"rows": rows, "refinement": refinement}
 
     def _claim(self) -> None:
@@ -136,45 +218,11 @@ class Experiment:
 
     # ---- rows -----------------------------------------------------------------------------
 
-    def _expert_row(self) -> Row:
-        from ..trace.evaluate import evaluate_expert
-
-        def compute() -> dict:
-            ev = evaluate_expert(self.spec, self.seeds)
-            return {"eval": _scores(ev)}
-
-        r = self._step("expert", f"the expert on {len(self.seeds)} unseen seeds", compute)
-        return Row("Expert demonstration", "expert", "demo", 0, 0, 0, *_ms(r["eval"]), per_seed=r["eval"]["values"],
-                   note="the scripted/privileged expert that made the demonstration", **_shares(r["eval"], None))
-
-    def _refine(self) -> dict:
-        """Run (or continue) `polc refine` on the task folder; its summary, digested."""
-        if not any(s.source == "refine" for s in self.task.structures):
-            return {}
-
-        def compute() -> dict:
-            from polc.cli import main as polc
-
-            run = self.out / "refine"
-            if (run / "run.json").exists():
-                argv = ["refine", "--resume", str(run)]
-            else:
-                argv = ["refine", str(self.folder), "-o", str(run)]
-                argv += ["--quick"] if self.budget.refine_quick else []
-                argv += ["--llm", self.llm] if self.llm else []
-            code = polc(argv)
-            if code != 0:
-                raise ExperimentError(f"`polc {' '.join(argv)}` failed (exit {code}); its run directory {run} is "
-                                      f"kept: fix the cause and run the experiment again to continue it")
-            return digest_refinement(run, self.metric)
-
-        return self._step("refine", f"the refinement loop on {self.folder}", compute)
-
-    def _structure_rows(self, s: Structure, refinement: dict) -> list[Row]:
+    def _structure_rows(self, s: Structure, refinement: dict, results: dict[str, dict]) -> list[Row]:
         calls = refinement.get("llm_calls", 0) if s.source == "refine" else 0
         resets0 = refinement.get("resets", 0) if s.source == "refine" else 0
-        params = self._fitted(s, refinement)
-        il = self._evaluated(f"eval-{s.key}-il", s, params)
+        params = results[f"fit-{s.key}"]["params"]
+        il = results[f"eval-{s.key}-il"]
         rows = [Row(f"{s.label} + IL", s.key, "IL", 1, calls, resets0, *_ms(il["mean"]), *_ms(il["sampled"]),
                     per_seed=il["mean"]["values"], params=params, **_shares(il["mean"], il["sampled"]))]
         if not self.rl:
@@ -182,8 +230,8 @@ class Experiment:
         for label, budget in (("low", self.budget.low), ("high", self.budget.high)):
             runs, evals, notes = [], [], []
             for k in range(self.budget.rl_seeds):
-                rl = self._rl(s, params, label, budget, k)
-                ev = self._evaluated(f"eval-{s.key}-rl-{label}-seed{k}", s, rl["params"])
+                rl = results[f"rl-{s.key}-{label}-seed{k}"]
+                ev = results[f"eval-{s.key}-rl-{label}-seed{k}"]
                 log = [r for r in read_json(self.out / "rl" / s.key / f"seed{k}" / "log.json")["log"]
                        if r["resets"] <= rl["resets"]]
                 runs.append(rl)
@@ -197,13 +245,38 @@ class Experiment:
                             training_seeds=len(evals), seed_means=mean["seed_means"]))
         return rows
 
+    # ---- what the steps compute -----------------------------------------------------------
+
+    def _expert(self, deps: dict) -> dict:
+        from ..trace.evaluate import evaluate_expert
+
+        return {"eval": _scores(evaluate_expert(self.spec, self.seeds))}
+
+    def _refine(self, deps: dict) -> dict:
+        """Run (or continue) `polc refine` on the task folder; its summary, digested."""
+        from polc.cli import main as polc
+
+        run = self.out / "refine"
+        if (run / "run.json").exists():
+            argv = ["refine", "--resume", str(run)]
+        else:
+            argv = ["refine", str(self.folder), "-o", str(run)]
+            argv += ["--quick"] if self.budget.refine_quick else []
+            argv += ["--llm", self.llm] if self.llm else []
+        code = polc(argv)
+        if code != 0:
+            raise ExperimentError(f"`polc {' '.join(argv)}` failed (exit {code}); its run directory {run} is "
+                                  f"kept: fix the cause and run the experiment again to continue it")
+        return digest_refinement(run, self.metric)
+
     def _structure_file(self, s: Structure, refinement: dict) -> Path:
-        """The structure's .pol, copied into the output directory (what was fitted is kept)."""
+        """The structure's .pol, copied into the output directory as its fit starts (what was
+        fitted is kept, and a structure fixed after a failed fit is the one fitted next time)."""
         dest = self.out / "structures" / f"{s.key}.pol"
-        if not dest.exists():
-            src = Path(refinement["final_policy"]) if s.source == "refine" else self.folder / s.source
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
+        src = Path(refinement["final_policy"]) if s.source == "refine" else self.folder / s.source
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        self._compiled.pop(s.key, None)
         return dest
 
     def _policy(self, s: Structure):
@@ -213,77 +286,65 @@ class Experiment:
             self._compiled[s.key] = polc.load(str(self.out / "structures" / f"{s.key}.pol")).compile()
         return self._compiled[s.key]
 
-    def _fitted(self, s: Structure, refinement: dict) -> str:
+    def _fit(self, s: Structure, refinement: dict) -> dict:
         """IL params of `s` (relative to the output directory). The refined structure's are
         the refinement loop's own fit of its final round."""
-        path = self._structure_file(s, refinement)
+        from ..io.params import save_params
 
-        def compute() -> dict:
-            from ..io.params import save_params
+        self._structure_file(s, refinement)
+        dest = self.out / "fit" / f"{s.key}.params"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if s.source == "refine":
+            shutil.copyfile(refinement["final_params"], dest)
+            return {"params": str(dest.relative_to(self.out)), "from": refinement["final_params"]}
+        from ..il.train import FitConfig, fit, load_demos
+        from ..io.table import TableError, read_table
 
-            dest = self.out / "fit" / f"{s.key}.params"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if s.source == "refine":
-                shutil.copyfile(refinement["final_params"], dest)
-                return {"params": str(dest.relative_to(self.out)), "from": refinement["final_params"]}
-            from ..il.train import FitConfig, fit, load_demos
-            from ..io.table import TableError, read_table
+        policy = self._policy(s)
+        b = self.budget
+        config = FitConfig(restarts=b.restarts, max_epochs=b.max_epochs, patience=b.patience)
+        try:
+            demos = read_table(str(self.demo))
+        except TableError as e:  # a damaged demonstration stops the experiment, saying which file
+            raise ExperimentError(f"the demonstration cannot be used: {e}") from None
+        result = fit(policy, load_demos(demos, policy.program), config, progress=self.progress)
+        save_params(str(dest), policy, result.params, result.info(demos=str(self.demo)))
+        return {"params": str(dest.relative_to(self.out)), "fit": result.info()}
 
-            policy = self._policy(s)
-            b = self.budget
-            config = FitConfig(restarts=b.restarts, max_epochs=b.max_epochs, patience=b.patience)
-            try:
-                demos = read_table(str(self.demo))
-            except TableError as e:  # a damaged demonstration stops the experiment, saying which file
-                raise ExperimentError(f"the demonstration cannot be used: {e}") from None
-            result = fit(policy, load_demos(demos, policy.program), config, progress=self.progress)
-            save_params(str(dest), policy, result.params, result.info(demos=str(self.demo)))
-            return {"params": str(dest.relative_to(self.out)), "fit": result.info()}
+    def _evaluate(self, s: Structure, params_file: str) -> dict:
+        """`s` with the params in `params_file` on the unseen seeds, mean and sampled actions."""
+        from ..trace.evaluate import evaluate
+        from ..io.params import load_params
+        from ..trace.rollout import RolloutConfig
+        from ..trace.vector import default_n_envs
 
-        what = (f"the refinement loop's own fit of its last round ({path.name})" if s.source == "refine"
-                else f"imitation learning: {path.name} on {self.demo}")
-        return self._step(f"fit-{s.key}", what, compute)["params"]
-
-    def _evaluated(self, name: str, s: Structure, params_file: str) -> dict:
-        def compute() -> dict:
-            from ..trace.evaluate import evaluate
-            from ..io.params import load_params
-            from ..trace.rollout import RolloutConfig
-            from ..trace.vector import default_n_envs
-
-            policy = self._policy(s)
-            params = load_params(str(self.out / params_file), policy)
-            n = default_n_envs(len(self.seeds))
-            mean = evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n))
-            sampled = None
-            if all(a.std is not None for a in policy.program.actions):
-                sampled = _scores(evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n, sample=True)))
-            return {"params": params_file, "mean": _scores(mean), "sampled": sampled}
-
-        return self._step(name, f"evaluating {s.key} ({params_file}) on {len(self.seeds)} unseen seeds", compute)
+        policy = self._policy(s)
+        params = load_params(str(self.out / params_file), policy)
+        n = default_n_envs(len(self.seeds))
+        mean = evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n))
+        sampled = None
+        if all(a.std is not None for a in policy.program.actions):
+            sampled = _scores(evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n, sample=True)))
+        return {"params": params_file, "mean": _scores(mean), "sampled": sampled}
 
     def _rl(self, s: Structure, params_file: str, label: str, resets: int, seed: int) -> dict:
         """RL of `s` from its IL params up to `resets` with training seed `seed`; the low
         budget's params are kept as rl/<key>/seed<k>/low.params and the high budget
         continues the same run."""
-        def compute() -> dict:
-            from ..io.params import load_params
-            from ..rl.train import PARAMS, RLConfig, train
-            from ..trace.vector import default_n_envs
+        from ..io.params import load_params
+        from ..rl.train import PARAMS, RLConfig, train
+        from ..trace.vector import default_n_envs
 
-            policy = self._policy(s)
-            start = load_params(str(self.out / params_file), policy)
-            e = self.budget.episodes_per_update
-            config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e), seed=seed)
-            directory = self.out / "rl" / s.key / f"seed{seed}"
-            result = train(policy, start, self.spec, config, str(directory), resume=True,
-                           start={"file": params_file}, progress=self.progress)
-            dest = directory / f"{label}.params"
-            shutil.copyfile(directory / PARAMS, dest)
-            return {"params": str(dest.relative_to(self.out)), "resets": result.log["resets"]}
-
-        return self._step(f"rl-{s.key}-{label}-seed{seed}", f"RL of {s.key} to {resets} resets (training seed "
-                          f"{seed})", compute)
+        policy = self._policy(s)
+        start = load_params(str(self.out / params_file), policy)
+        e = self.budget.episodes_per_update
+        config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e), seed=seed)
+        directory = self.out / "rl" / s.key / f"seed{seed}"
+        result = train(policy, start, self.spec, config, str(directory), resume=True,
+                       start={"file": params_file}, progress=self.progress)
+        dest = directory / f"{label}.params"
+        shutil.copyfile(directory / PARAMS, dest)
+        return {"params": str(dest.relative_to(self.out)), "resets": result.log["resets"]}
 
 
 def task_folder(task: Task) -> Path:
