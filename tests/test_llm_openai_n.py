@@ -90,13 +90,19 @@ def test_the_caller_records_each_choice_and_a_replay_gives_the_group_back(tmp_pa
     assert again.counts.to_json() == {**c, "seconds": again.counts.to_json()["seconds"]}
 
 
-def test_a_refusal_of_n_means_one_at_a_time(tmp_path):
-    refusal = {"error": {"message": "n is not supported", "type": "invalid_request_error", "code": None}}
+@pytest.mark.parametrize("status, message", [(400, "n is not supported"),
+                                             (500, "Only one completion choice is allowed")])  # llama.cpp's
+def test_a_refusal_of_n_means_one_at_a_time(tmp_path, status, message):
+    refusal = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
     notices = []
-    with FakeAPI([(400, refusal, 0)]) as fake:
-        call = Caller(TimeLimited(backend(fake.url), 30), tmp_path, 0, notices.append)
+    with FakeAPI([(status, refusal, 0), (200, chat_completion("single", 10, 2), 0)]) as fake:
+        b = OpenAIBackend("fake", OpenAIConfig(base_url=f"{fake.url}/v1", attempts=3, timeout=5.0))
+        call = Caller(TimeLimited(b, 30), tmp_path, 0, notices.append)
         assert call.many(PROMPT, 2, ["a", "b"]) == []
         assert call.many(PROMPT, 2, ["a", "b"]) == []  # not asked again
-    assert len(fake.requests) == 1 and not completes_n(call.backend)
-    assert "refused 2 replies in one request" in notices[0] and "n is not supported" in notices[0]
-    assert call.counts.calls == 0 and not (tmp_path / "exchanges.jsonl").exists()
+        assert call(PROMPT, "a") == "single"
+    # the request with n was tried once (no retries of a refusal), then one at a time
+    assert len(fake.requests) == 2 and fake.requests[0]["body"]["n"] == 2 and "n" not in fake.requests[1]["body"]
+    assert not completes_n(call.backend)
+    assert "did not give 2 replies in one request" in notices[0] and message in notices[0]
+    assert call.counts.calls == 1 and len(read_exchanges(tmp_path / "exchanges.jsonl")) == 1

@@ -14,7 +14,8 @@ Options (`--llm-option key=value`): `temperature`, `top_p` (numbers), `seed`,
 those the model does not accept (a 400, reported as `RequestRejected`).
 
 `complete_n(messages, n)` asks for `n` choices in one request (the API's `n`; the
-candidates of `polc refine --candidates K`). The usage covers them all: the prompt is
+candidates of `polc refine --candidates K`), in one attempt: its caller asks one at a time
+when it fails (`refine.converse.Caller.many`). The usage covers them all: the prompt is
 counted once (on the first reply) and the output is spread over the replies by their
 length. A server that ignores `n` (Ollama, llama.cpp's) returns one choice; choices cut
 at the token limit or empty are dropped (their tokens stay counted) unless none is left.
@@ -94,7 +95,10 @@ class OpenAIBackend:
         wire = [{"role": ROLE[m.role], "content": m.text} for m in messages]
         start = time.monotonic()
         try:
-            response = self._client.chat.completions.create(model=self.model, messages=wire, n=n, **self.options)
+            # one attempt: a server that refuses n (llama.cpp's answers 400 or 500, "Only one
+            # completion choice is allowed") is asked one at a time by the caller, not retried
+            response = self._client.with_options(max_retries=0).chat.completions.create(
+                model=self.model, messages=wire, n=n, **self.options)
         except Exception as e:  # noqa: BLE001 - every SDK/transport failure becomes an LLMError
             raise explain(self._sdk, e, self.provider) from e
         seconds = time.monotonic() - start

@@ -94,10 +94,12 @@ class Caller:
 
     def many(self, messages: list[Message], n: int, purposes: Sequence[str]) -> list[str]:
         """Up to `n` replies to `messages` from one request, when the backend can (`completes_n`);
-        [] when it cannot, or refuses `n` (it is then not asked again: the caller asks one at a
-        time). Each reply is recorded as its own exchange, `choice` j of `choices` m, named by
-        `purposes[j]`; `calls` counts replies and `requests` the one request."""
-        from ..llm import RequestRejected, completes_n
+        [] when it cannot, or that request fails in any way but running out of time (the
+        backend is then not asked for n again; the caller asks one at a time, and a failure
+        that is not about n shows there). Each reply is recorded as its own exchange, `choice`
+        j of `choices` m, named by `purposes[j]`; `calls` counts replies and `requests` the one
+        request."""
+        from ..llm import LLMError, TimedOut, completes_n
 
         if n < 2 or not completes_n(self.backend):
             return []
@@ -105,9 +107,12 @@ class Caller:
             self.meter.check(messages, n)
         try:
             got = self.backend.complete_n(messages, n)[:n]
-        except RequestRejected as e:
+        except TimedOut:
+            raise
+        except LLMError as e:
             self.backend.n_refused = True
-            self.notice(f"{self.backend.name} refused {n} replies in one request ({e}); asking one at a time")
+            self.notice(f"{self.backend.name} did not give {n} replies in one request ({e}); asking for them "
+                        "one at a time")
             return []
         self.counts.requests += 1
         return [self._record(messages, reply, purposes[j], {"choice": j, "choices": len(got)})
