@@ -370,6 +370,8 @@ class Pass:
     def apply(self, e: T.Apply, args: list[Abs]) -> Abs:
         fn = e.fn
         x = args[0]
+        if fn in T.GUARDS:
+            return self.guard(e, args)
         if fn in T.ELEMENTWISE:
             if self.report and fn == "log" and bool(np.any(x.iv.lo <= 0)):
                 self.emit(errors.domain_warning(e.args[0].span, fn, str(x.iv), "a positive argument"))
@@ -398,6 +400,29 @@ class Pass:
             iv = I.apply2(fn, args[0].iv, args[1].iv)
             return Abs(iv) if still(*args) else Abs(iv, *self.atan2(e, args[0], args[1]))
         raise ice(f"analysis: unknown function {fn}")
+
+    def guard(self, e: T.Apply, args: list[Abs]) -> Abs:
+        """`isfinite(x)` and `nan_to_num(x, ...)`. The ranges allow a non-finite `x` (an observation
+        outside its declared range, a NaN from upstream): `isfinite` may be either, `nan_to_num`
+        may be any replacement. Directions are those of finite values: one that cannot overflow
+        (its range is inside float32's) never flips `isfinite`; one that may, may."""
+        x = args[0]
+        bounded = bool(np.all(np.abs(np.asarray(x.iv.lo)) <= _F32_MAX) and np.all(np.abs(np.asarray(x.iv.hi)) <= _F32_MAX))
+        if e.fn == "isfinite":
+            if isinstance(e.args[0], T.Const):
+                iv = Interval.point(np.isfinite(np.asarray(e.args[0].value, dtype=float)).astype(float))
+            else:
+                iv = Interval.boolean(e.type.shape)
+            d: tuple[str, Optional[str]] = (CONST, None)
+        else:
+            iv = x.iv
+            for r in args[1:]:
+                iv = I.join(iv, r.iv.broadcast_to(iv.shape) if r.iv.shape != iv.shape else r.iv)
+            d = (x.dir, x.why)
+        if x.dir != CONST and not bounded:
+            d = (UNKNOWN, f"`{self.text(e)}` changes where `{self.text(e.args[0])}` overflows to inf "
+                          f"(it lies in {x.iv})")
+        return Abs(iv, *d)
 
     def atan2(self, e: T.Apply, y: Abs, x: Abs) -> tuple[str, Optional[str]]:
         # d/dy atan2(y, x) has the sign of x (off the branch cut on the negative
@@ -503,7 +528,11 @@ def input_bounds(tp: T.TypedProgram, restrict: Optional[Mapping[str, Interval]] 
     """The interval of every obs (its declared range) and weight (its constraint)."""
     out: dict[str, Interval] = {}
     for d in (*tp.obs, *tp.weights):
-        out[d.name] = Interval(d.lo, d.hi).broadcast_to(d.type.shape)
+        bounds = getattr(d, "bounds", None)
+        if bounds is not None:  # a range per element of an observation
+            out[d.name] = Interval(np.reshape(bounds[0], d.type.shape), np.reshape(bounds[1], d.type.shape))
+        else:
+            out[d.name] = Interval(d.lo, d.hi).broadcast_to(d.type.shape)
     out.update(restrict or {})
     return out
 

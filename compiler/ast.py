@@ -129,7 +129,7 @@ Expr = Union[Number, BoolLit, Name, Unary, Binary, IfElse, Call, Subscript, Vect
 @dataclass(frozen=True)
 class TypeSpec:
     base: str  # "real" or "bool"
-    dims: tuple[int, ...]
+    dims: tuple[Union[int, "Name"], ...]  # a number, or the name of a `const`
     span: Span
 
 
@@ -146,6 +146,17 @@ class Range:
 
     lo: Optional[Bound]
     hi: Optional[Bound]
+    span: Span
+
+
+@dataclass(frozen=True)
+class ElemRange:
+    """One part of an observation's `{...}` block: `[2:6] in [0, 3] "wheel speeds"`, the range of
+    the elements the index or slice selects."""
+
+    items: tuple[Union[At, Slice], ...]
+    range: Range
+    doc: Optional[str]
     span: Span
 
 
@@ -189,6 +200,7 @@ class ObsDecl:
     doc: Optional[str]
     span: Span
     name_span: Span
+    parts: tuple[ElemRange, ...] = ()  # ranges of parts of a vector: `{[0] in [0, 1.5], ...}`
 
 
 @dataclass(frozen=True)
@@ -253,7 +265,18 @@ class ExpectDecl:
     span: Span
 
 
-Decl = Union[PolicyDecl, ObsDecl, WeightDecl, LatentDecl, ActionDecl, ExpectDecl]
+@dataclass(frozen=True)
+class ConstDecl:
+    """`const NAME = EXPR`: a named number, known before any evaluation."""
+
+    name: str
+    expr: Expr
+    doc: Optional[str]
+    span: Span
+    name_span: Span
+
+
+Decl = Union[PolicyDecl, ObsDecl, WeightDecl, LatentDecl, ActionDecl, ExpectDecl, ConstDecl]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from . import ast, errors, priors, typed as T
 from .diagnostics import Diagnostic, PolError, ice, source_lines
 from .errors import fmt_num
 from .typed import BOOL, REAL, Type
-from .check_expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes
+from .check_expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
+from .elements import element_bounds
 
 def _const_value(e: ast.Expr) -> Optional[Union[float, tuple]]:
     """A weight's initial value: a number or a (nested) vector literal of numbers."""
@@ -112,6 +113,8 @@ class _Checker(ExprChecker):
         self._current = ""
         self._lines: Optional[list[str]] = None
         self._reads: dict[str, set[str]] = {}
+        self.consts: dict[str, float] = {}  # every constant that folded, by name
+        self.const_used: set[str] = set()
 
     # ---- helpers ---------------------------------------------------------------------
 
@@ -161,14 +164,113 @@ class _Checker(ExprChecker):
             candidate, n = f"{base}{n}", n + 1
         return candidate
 
+    # ---- constants --------------------------------------------------------------------
+
+    def check_consts(self) -> list[T.Constant]:
+        """Fold every `const`, those it reads first (an iterative depth-first order: a chain of
+        constants may be longer than Python's stack); a cycle or a non-constant is reported once."""
+        decls = {n: d for n, d in self.decls.items() if self.kinds[n] == "const"}
+        out: list[T.Constant] = []
+        state: dict[str, int] = {}
+        for root in decls:
+            if root in state:
+                continue
+            stack = [root]
+            state[root] = 1
+            todo = [(root, iter(const_names(decls[root].expr)))]
+            while todo:
+                n, it = todo[-1]
+                for name in it:
+                    m = name.id
+                    if m not in decls:
+                        continue
+                    if state.get(m) == 1:
+                        loop = stack[stack.index(m):]
+                        self.error(errors.bad_const(decls[m].name_span, m, "depends on itself: "
+                                                    + " -> ".join(loop + [m])))
+                        state[m] = 3  # failed: reported once
+                    elif m not in state:
+                        state[m] = 1
+                        stack.append(m)
+                        todo.append((m, iter(const_names(decls[m].expr))))
+                        break
+                else:
+                    todo.pop()
+                    stack.pop()
+                    if state[n] == 1:
+                        state[n] = 2
+                        c = self.fold_const(decls[n])
+                        if c is not None:
+                            out.append(c)
+        return out
+
+    def fold_const(self, d: ast.ConstDecl) -> Optional[T.Constant]:
+        for n in const_names(d.expr):
+            kind = self.kinds.get(n.id)
+            if kind is None:
+                self.error(errors.undefined_name(n.span, n.id, self.kinds, prefer=("const",)))
+                return None
+            if kind != "const":
+                self.error(errors.bad_const(n.span, d.name, f'reads "{n.id}", {errors.KIND_WORDS[kind]}',
+                                            "A constant is known before any evaluation; make it a `latent` to "
+                                            "compute it from observations or weights."))
+                return None
+            if n.id not in self.consts:
+                return None  # reported where it failed
+            self.const_used.add(n.id)
+        v = fold(d.expr, self.consts)
+        if v is None:
+            self.error(errors.bad_const(d.expr.span, d.name, "is not a number expression"))
+            return None
+        if not math.isfinite(v):
+            self.error(errors.bad_const(d.expr.span, d.name, f"is not a finite number (it is {fmt_num(v)})",
+                                        "Check for a division by zero or an overflow."))
+            return None
+        self.consts[d.name] = v
+        return T.Constant(d.name, v, d.doc, d.span)
+
+    def dims(self, spec: ast.TypeSpec, report: bool = True) -> Optional[tuple[int, ...]]:
+        """The dimensions of a type, a constant's name replaced by its value."""
+        out = []
+        for n in spec.dims:
+            if isinstance(n, int):
+                out.append(n)
+                continue
+            kind = self.kinds.get(n.id)
+            why = None
+            if kind is None:
+                if report:
+                    self.error(errors.undefined_name(n.span, n.id, self.kinds, prefer=("const",)))
+                return None
+            if kind != "const":
+                why = f"is {errors.KIND_WORDS[kind]}, not a constant"
+            elif n.id not in self.consts:
+                return None  # the constant's own error is reported
+            elif not float(self.consts[n.id]).is_integer():
+                why = f"is {fmt_num(self.consts[n.id])}, not a whole number"
+            if why is not None:
+                if report:
+                    self.error(errors.dim_not_integer(n.span, f'"{n.id}"', why))
+                return None
+            self.const_used.add(n.id)
+            if abs(self.consts[n.id]) > MAX_ELEMENTS:
+                if report:
+                    self.error(errors.too_large(spec.span, (int(self.consts[n.id]),), MAX_ELEMENTS))
+                return None
+            out.append(int(self.consts[n.id]))
+        return tuple(out)
+
     def decl_type(self, spec: ast.TypeSpec) -> Optional[Type]:
-        if any(n <= 0 for n in spec.dims):
-            self.error(errors.bad_dims(spec.span, spec.dims))
+        dims = self.dims(spec)
+        if dims is None:
             return None
-        if math.prod(spec.dims) > MAX_ELEMENTS:
-            self.error(errors.too_large(spec.span, tuple(spec.dims), MAX_ELEMENTS))
+        if any(n <= 0 for n in dims):
+            self.error(errors.bad_dims(spec.span, dims))
             return None
-        return Type(spec.base, tuple(spec.dims))
+        if math.prod(dims) > MAX_ELEMENTS:
+            self.error(errors.too_large(spec.span, dims, MAX_ELEMENTS))
+            return None
+        return Type(spec.base, dims)
 
     def range_of(self, rng: Optional[ast.Range], name: str, typ: Optional[Type]) -> tuple[float, float]:
         if rng is None:
@@ -196,7 +298,13 @@ class _Checker(ExprChecker):
         if typ is None:
             return None
         self.types[d.name] = typ
-        return T.Obs(d.name, typ, lo, hi, d.doc, d.span)
+        bounds = None
+        if d.parts:
+            bounds = element_bounds(self, d, typ, lo, hi)
+            if bounds is None:
+                return None
+            lo, hi = min(bounds[0]), max(bounds[1])
+        return T.Obs(d.name, typ, lo, hi, d.doc, d.span, bounds)
 
     def check_weight(self, d: ast.WeightDecl) -> Optional[T.Weight]:
         typ = self.real_io(d, "weight")
@@ -481,17 +589,20 @@ class _Checker(ExprChecker):
                 self.warnings.append(errors.unused(self.decls[name].name_span, kind, name))
             elif kind == "latent" and name not in used and name not in mentioned and name in self.typed_nodes:
                 self.warnings.append(errors.unused(self.decls[name].name_span, kind, name))
+            elif kind == "const" and name not in self.const_used and name in self.consts:
+                self.warnings.append(errors.unused(self.decls[name].name_span, "constant", name))
 
     def run(self) -> T.TypedProgram:
         self.prog_header = self.collect()
+        consts = self.check_consts()
         obs = [o for o in (self.check_obs(d) for d in self.decls.values() if isinstance(d, ast.ObsDecl)) if o]
         weights = [w for w in (self.check_weight(d) for d in self.decls.values()
                                if isinstance(d, ast.WeightDecl)) if w]
         for d in self.decls.values():  # a weight that failed still has a type for its readers
             if isinstance(d, ast.WeightDecl) and d.name not in self.types:
-                t = Type(d.type.base, tuple(d.type.dims))
-                if all(n > 0 for n in d.type.dims) and math.prod(d.type.dims) <= MAX_ELEMENTS:
-                    self.types[d.name] = t
+                dims = self.dims(d.type, report=False)
+                if dims is not None and all(n > 0 for n in dims) and math.prod(dims) <= MAX_ELEMENTS:
+                    self.types[d.name] = Type(d.type.base, dims)
         order = self.order()
         for name in order:
             if name not in self.poisoned:
@@ -519,10 +630,12 @@ class _Checker(ExprChecker):
                        for m in T.mlps_in(e)),
             file=self.prog.file,
             source=self.prog.text,
+            consts=tuple(consts),
         )
 
 
-_KIND = {ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent", ast.ActionDecl: "action"}
+_KIND = {ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent", ast.ActionDecl: "action",
+         ast.ConstDecl: "const"}
 
 
 def _position(d: Diagnostic) -> tuple:

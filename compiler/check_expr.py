@@ -22,7 +22,8 @@ MAX_NDIM = 32  # as parse.MAX_NDIM for declared types
 # The widest MLP layer.
 MAX_LAYER = 1 << 14
 
-FUNCTIONS = sorted(set(T.ELEMENTWISE) | set(T.BINARY_FUNCS) | set(T.REDUCTIONS) | {"clip", "where", "mlp"})
+FUNCTIONS = sorted(set(T.ELEMENTWISE) | set(T.BINARY_FUNCS) | set(T.REDUCTIONS) | set(T.GUARDS)
+                   | {"clip", "where", "mlp"})
 
 
 class _Poison(Exception):
@@ -51,6 +52,45 @@ def _int_literal(e: ast.Expr) -> Optional[int]:
         return sign * int(e.value)
     return None
 
+
+def const_names(e: ast.Expr) -> list[ast.Name]:
+    """The names an index or constant expression reads (numbers, names, arithmetic)."""
+    if isinstance(e, ast.Name):
+        return [e]
+    if isinstance(e, ast.Unary):
+        return const_names(e.operand)
+    if isinstance(e, ast.Binary):
+        return const_names(e.left) + const_names(e.right)
+    return []
+
+
+_FOLD = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+def fold(e: ast.Expr, consts: dict[str, float]) -> Optional[float]:
+    """The number a constant expression denotes (numbers, `consts`' names, `+ - * / ^`, signs),
+    or None if it is not one. Division by zero and overflow give inf or nan, which the caller refuses."""
+    if isinstance(e, ast.Number):
+        return e.value
+    if isinstance(e, ast.Name):
+        return consts.get(e.id)
+    if isinstance(e, ast.Unary) and e.op in "-+":
+        x = fold(e.operand, consts)
+        return None if x is None else (-x if e.op == "-" else x)
+    if isinstance(e, ast.Binary) and e.op in ("+", "-", "*", "/", "^"):
+        a, b = fold(e.left, consts), fold(e.right, consts)
+        if a is None or b is None:
+            return None
+        try:
+            if e.op == "/":
+                return a / b if b != 0 else (math.nan if a == 0 else math.copysign(math.inf, a))
+            if e.op == "^":
+                out = a ** b
+                return out if isinstance(out, float) else math.nan  # a complex root of a negative number
+            return _FOLD[e.op](a, b)
+        except (OverflowError, ZeroDivisionError):
+            return math.inf
+    return None
 
 
 class ExprChecker:
@@ -83,8 +123,34 @@ class ExprChecker:
     def expr_BoolLit(self, e: ast.BoolLit) -> T.TExpr:
         return T.Const(e.value, Type(BOOL), e.span)
 
+    def int_value(self, e: ast.Expr) -> Optional[int]:
+        """The integer an index, slice end or keyword denotes: a literal, or an expression of
+        constants whose value is whole (`lookahead - 1`); None if it is neither."""
+        i = _int_literal(e)
+        if i is not None:
+            return i
+        names = const_names(e)
+        for n in names:
+            if n.id not in self.kinds:
+                self.fail(errors.undefined_name(n.span, n.id, self.kinds, prefer=("const",)))
+        if not names or any(self.kinds.get(n.id) != "const" for n in names):
+            return None
+        for n in names:
+            self.const_used.add(n.id)
+            if n.id not in self.consts:
+                raise _Poison()  # a constant already reported as wrong
+        v = fold(e, self.consts)
+        if v is None or not math.isfinite(v) or not float(v).is_integer():
+            return None
+        return int(v)
+
     def expr_Name(self, e: ast.Name) -> T.TExpr:
         kind = self.kinds.get(e.id)
+        if kind == "const":
+            self.const_used.add(e.id)
+            if e.id not in self.consts:
+                raise _Poison()
+            return T.Const(self.consts[e.id], Type(REAL), e.span)
         if kind is None:
             if self.prog_header is not None and e.id == self.prog_header.name:
                 self.fail(errors.not_a_value(e.span, e.id, "policy"))
@@ -158,15 +224,21 @@ class ExprChecker:
 
     def expr_Subscript(self, e: ast.Subscript) -> T.TExpr:
         base = self.expr(e.base)
-        shape = base.type.shape
-        if len(e.items) > len(shape):
-            self.fail(errors.too_many_indices(e.span, len(e.items), shape))
+        items, out = self.resolve_items(e.items, base.type.shape, e.span)
+        return T.Index(base, tuple(items), Type(base.type.base, tuple(out)), e.span)
+
+    def resolve_items(self, given: Sequence[Union[ast.At, ast.Slice]], shape: tuple[int, ...], span: ast.Span
+                      ) -> tuple[list[Union[int, tuple[int, int]]], list[int]]:
+        """Indices and slices of a value of `shape`, normalised (ints, (start, stop) pairs),
+        and the shape they select."""
+        if len(given) > len(shape):
+            self.fail(errors.too_many_indices(span, len(given), shape))
         items: list[Union[int, tuple[int, int]]] = []
         out: list[int] = []
-        for axis, it in enumerate(e.items):
+        for axis, it in enumerate(given):
             size = shape[axis]
             if isinstance(it, ast.At):
-                i = _int_literal(it.index)
+                i = self.int_value(it.index)
                 if i is None:
                     self.fail(errors.index_not_constant(it.span))
                 if not -size <= i < size:
@@ -178,7 +250,7 @@ class ExprChecker:
                     if bound is None:
                         ends.append(default)
                         continue
-                    j = _int_literal(bound)
+                    j = self.int_value(bound)
                     if j is None:
                         self.fail(errors.index_not_constant(bound.span))
                     if not -size <= j <= size:
@@ -188,8 +260,8 @@ class ExprChecker:
                     self.fail(errors.empty_slice(it.span, ends[0], ends[1]))
                 items.append((ends[0], ends[1]))
                 out.append(ends[1] - ends[0])
-        out += list(shape[len(e.items):])
-        return T.Index(base, tuple(items), Type(base.type.base, tuple(out)), e.span)
+        out += list(shape[len(given):])
+        return items, out
 
     # ---- calls ---------------------------------------------------------------------------
 
@@ -215,6 +287,8 @@ class ExprChecker:
             self.fail(errors.unknown_function(e.func_span, f, FUNCTIONS))
         if f == "mlp":
             return self.call_mlp(e)
+        if f == "nan_to_num":
+            return self.call_nan_to_num(e)
         reducing = f in T.REDUCTIONS and (len(e.args) == 1 or f in ("sum", "mean", "norm"))
         kw = self.kwargs(e, ("axis",) if reducing else ())
         if reducing:
@@ -224,7 +298,7 @@ class ExprChecker:
             axis = None
             shape: tuple[int, ...] = ()
             if "axis" in kw:
-                axis = _int_literal(kw["axis"].value)
+                axis = self.int_value(kw["axis"].value)
                 if axis is None:
                     self.fail(errors.bad_keyword_value(kw["axis"].value.span, f, "axis", "an integer literal"))
                 if not -x.type.ndim <= axis < x.type.ndim:
@@ -248,10 +322,40 @@ class ExprChecker:
             for i, a in enumerate(args):
                 self.need(a, REAL, f"Argument {i + 1} of `clip`")
             return T.Apply(f, args, Type(REAL, self.bshape(e.span, f, *args)), e.span)
+        if f == "isfinite":
+            self.arity(e, "1 argument", len(args) == 1)
+            self.need(args[0], REAL, "The argument of `isfinite`")
+            return T.Apply(f, args, Type(BOOL, args[0].type.shape), e.span)
         if f == "where":
             self.arity(e, "3 arguments (condition, then, else)", len(args) == 3)
             return self.select(e.span, "where", *args)
         raise ice(f"function {f} has no type rule")
+
+    def call_nan_to_num(self, e: ast.Call) -> T.TExpr:
+        """`nan_to_num(x; nan = 0, posinf = v, neginf = v)`: x with nan replaced by `nan`, and +inf
+        and -inf by `posinf` and `neginf` (each `nan`'s value unless given). Replacements are
+        numbers or constants, as the analysis must know them."""
+        kw = self.kwargs(e, ("nan", "posinf", "neginf"))
+        self.arity(e, "1 argument (and optionally `nan`, `posinf`, `neginf` values)", len(e.args) == 1)
+        x = self.expr(e.args[0])
+        self.need(x, REAL, "The argument of `nan_to_num`")
+        values: dict[str, float] = {}
+        for name in ("nan", "posinf", "neginf"):
+            if name not in kw:
+                values[name] = values.get("nan", 0.0)
+                continue
+            v = kw[name].value
+            names = const_names(v)
+            for n in names:
+                if self.kinds.get(n.id) == "const":
+                    self.const_used.add(n.id)
+            folded = fold(v, self.consts) if all(self.kinds.get(n.id) == "const" for n in names) else None
+            if folded is None or not math.isfinite(folded):
+                self.fail(errors.bad_keyword_value(v.span, "nan_to_num", name, "a finite number or constant"))
+            values[name] = folded
+        reps = tuple(T.Const(values[n], Type(REAL), (kw[n].value.span if n in kw else e.span))
+                     for n in ("nan", "posinf", "neginf"))
+        return T.Apply("nan_to_num", (x,) + reps, x.type, e.span)
 
     def call_mlp(self, e: ast.Call) -> T.TExpr:
         kw = self.kwargs(e, ("hidden", "out", "activation"))
@@ -263,14 +367,14 @@ class ExprChecker:
         hidden: tuple[int, ...] = (64, 64)
         if "hidden" in kw:
             v = kw["hidden"].value
-            sizes = [_int_literal(i) for i in v.items] if isinstance(v, ast.Vector) else [None]
+            sizes = [self.int_value(i) for i in v.items] if isinstance(v, ast.Vector) else [None]
             if not sizes or any(s is None or not 0 < s <= MAX_LAYER for s in sizes):
                 self.fail(errors.bad_keyword_value(v.span, "mlp", "hidden",
                                                    f"a list of layer sizes from 1 to {MAX_LAYER}, like [64, 64]"))
             hidden = tuple(sizes)
         out = 0
         if "out" in kw:
-            n = _int_literal(kw["out"].value)
+            n = self.int_value(kw["out"].value)
             if n is None or not 0 < n <= MAX_LAYER:
                 self.fail(errors.bad_keyword_value(kw["out"].value.span, "mlp", "out",
                                                    f"an integer from 1 to {MAX_LAYER}"))

@@ -104,9 +104,19 @@ def sample_weight(w: T.Weight, rng: np.random.Generator, n: int) -> np.ndarray:
     return x
 
 
+def obs_bounds(o: T.Obs) -> tuple:
+    """The observation's lower and upper bounds: two floats, or two arrays of its shape when it
+    declares a range per element."""
+    if o.bounds is None:
+        return o.lo, o.hi
+    return np.reshape(o.bounds[0], o.type.shape), np.reshape(o.bounds[1], o.type.shape)
+
+
 def sample_obs(o: T.Obs, rng: np.random.Generator, n: int) -> np.ndarray:
     """(n,) + shape values inside the declared range, ends included."""
     shape = (n,) + o.type.shape
+    if o.bounds is not None:
+        return _sample_elements(o, rng, shape)
     lo_ok, hi_ok = np.isfinite(o.lo), np.isfinite(o.hi)
     if lo_ok and hi_ok:
         x = rng.uniform(o.lo, o.hi, shape)
@@ -124,8 +134,24 @@ def sample_obs(o: T.Obs, rng: np.random.Generator, n: int) -> np.ndarray:
     return x
 
 
+def _sample_elements(o: T.Obs, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """`sample_obs` for a range per element: each element as a scalar range of its kind is sampled."""
+    lo, hi = (np.broadcast_to(b, shape) for b in obs_bounds(o))
+    lo_ok, hi_ok = np.isfinite(lo), np.isfinite(hi)
+    with np.errstate(all="ignore"):
+        inside = lo + (hi - lo) * rng.random(shape)
+        mag = _magnitude(rng, shape)
+        free = rng.choice([-1.0, 1.0], shape) * _magnitude(rng, shape)
+        x = np.where(lo_ok & hi_ok, inside, np.where(lo_ok, lo + mag, np.where(hi_ok, hi - mag, free)))
+    edge = rng.random(shape)
+    x = np.where(lo_ok & (edge < 0.1), lo, x)
+    x = np.where(hi_ok & (edge > 0.9), hi, x)
+    return np.clip(x, lo, hi)
+
+
 def _canonical_obs(o: T.Obs) -> np.ndarray:
-    return np.full(o.type.shape, min(max(0.0, o.lo), o.hi))
+    lo, hi = obs_bounds(o)
+    return np.broadcast_to(np.minimum(np.maximum(0.0, lo), hi), o.type.shape).copy()
 
 
 # ---- checking one batch ----------------------------------------------------------------
@@ -313,7 +339,8 @@ def _changes(tp: T.TypedProgram, intent: T.Intent, var_iv: Optional[Interval]) -
     def obs_round(o: T.Obs) -> Change:
         def change(p: Point) -> Optional[Point]:
             r = _round2(p.obs[o.name])
-            return p._replace(obs={**p.obs, o.name: r}) if np.all((r >= o.lo) & (r <= o.hi)) else None
+            lo, hi = obs_bounds(o)
+            return p._replace(obs={**p.obs, o.name: r}) if np.all((r >= lo) & (r <= hi)) else None
         return change
 
     def var_round(p: Point) -> Optional[Point]:

@@ -213,6 +213,8 @@ class _Printer:
             x = e.args[0]
             args[0] = self.safe(args[0], e.type.shape if self.lower.needs_broadcast(x.type.ndim, e.type.shape)
                                 else x.type.shape, self.lower.PARTIAL[e.fn]) or args[0]
+        if e.fn == "nan_to_num":
+            return f"jnp.nan_to_num({args[0]}, nan={args[1]}, posinf={args[2]}, neginf={args[3]})"
         return f"{self.lower.FUNCTIONS[e.fn]}({', '.join(args)})"
 
     def expr_Reduce(self, e: T.Reduce) -> str:

@@ -122,7 +122,8 @@ def limit_exceeded(span: Span, what: str, limit: str) -> Diagnostic:
 # ---- E01xx: names and structure ---------------------------------------------
 
 
-_KIND_PHRASE = {"obs": "an observation", "weight": "a weight", "latent": "a latent", "action": "an action"}
+_KIND_PHRASE = {"obs": "an observation", "weight": "a weight", "latent": "a latent", "action": "an action",
+                "const": "a constant"}
 
 
 def _parts(name: str) -> list[str]:
@@ -170,7 +171,7 @@ def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
                 [(first, f'"{name}" was first declared here')])
 
 
-_KIND_WORDS = {"obs": "an observation", "weight": "a weight", "latent": "a latent", "action": "an action",
+KIND_WORDS = {"obs": "an observation", "weight": "a weight", "latent": "a latent", "action": "an action",
                "const": "a constant"}
 _KIND_NOUNS = {"obs": "observation", "weight": "weight", "latent": "latent", "action": "action",
                "const": "constant"}
@@ -180,7 +181,7 @@ def name_taken(span: Span, name: str, kind: str, first_kind: str, first: Span, s
     """A declaration reusing the name of a declaration of another kind (a latent named like an obs)."""
     noun = _KIND_NOUNS.get(kind, kind)
     return _err("E0113", "Semantic", span,
-                f'"{name}" is already the name of {_KIND_WORDS.get(first_kind, first_kind)} (line {first.line}), '
+                f'"{name}" is already the name of {KIND_WORDS.get(first_kind, first_kind)} (line {first.line}), '
                 f"so this {noun} cannot have it: observations, weights, latents, actions and constants share one "
                 "namespace.",
                 f'Rename the {noun}, e.g. "{suggestion}", and the expressions that mean it.',
@@ -259,8 +260,10 @@ def unused(span: Span, kind: str, name: str) -> Diagnostic:
         "obs": "Remove the observation or use it; an unused input often means a missing control path.",
         "weight": "Remove the weight or use it; an unused weight is never fitted.",
         "latent": "Remove the latent or use it in an action; it is still traced.",
+        "constant": "Remove the constant or use it (in a shape, an index or an expression).",
     }.get(kind)
-    return _warn("W0109", "Semantic", span, f'The {kind} "{name}" is never used by any action.', hint)
+    what = "is never used." if kind == "constant" else "is never used by any action."
+    return _warn("W0109", "Semantic", span, f'The {kind} "{name}" {what}', hint)
 
 
 def mono_unrelated(span: Span, target: str, var: str) -> Diagnostic:
@@ -309,8 +312,9 @@ def too_many_indices(span: Span, count: int, shape: tuple[int, ...]) -> Diagnost
 
 
 def index_not_constant(span: Span) -> Diagnostic:
-    return _err("E0205", "Semantic", span, "An index or slice bound must be an integer literal.",
-                "Shapes are static in Pol; to select by a condition use `where(c, a, b)`.")
+    return _err("E0205", "Semantic", span, "An index or slice bound must be an integer literal or constant.",
+                "Shapes are static in Pol: write a number or a `const` (e.g. `x[0:lookahead]` after "
+                "`const lookahead = 6`); to select by a condition use `where(c, a, b)`.")
 
 
 def wrong_arity(span: Span, func: str, expected: str, found: int, hint: Optional[str] = None) -> Diagnostic:
@@ -368,6 +372,33 @@ def empty_vector(span: Span) -> Diagnostic:
 def bad_dims(span: Span, dims: tuple[int, ...]) -> Diagnostic:
     return _err("E0214", "Semantic", span, f"Array dimensions must be positive, not {list(dims)}.",
                 "Sizes are positive integers, like `real[3]`; a range goes after the type: `real in [0, 1]`.")
+
+
+def bad_const(span: Span, name: str, why: str, hint: Optional[str] = None) -> Diagnostic:
+    return _err("E0312", "Semantic", span, f'The constant "{name}" {why}.',
+                hint or "A `const` is a number known before any evaluation: numbers, other constants and "
+                        "`+ - * / ^`, e.g. `const lookahead = 6` or `const half = lookahead / 2`.")
+
+
+def dim_not_integer(span: Span, what: str, why: str) -> Diagnostic:
+    return _err("E0313", "Semantic", span, f"The dimension {what} {why}.",
+                "A dimension is a positive whole number or a `const` that is one, e.g. `real[lookahead, 4]` "
+                "after `const lookahead = 6`.")
+
+
+def elem_range_outside(span: Span, obs: str, part: str, lo: float, hi: float, whole: str) -> Diagnostic:
+    return _err("E0314", "Semantic", span,
+                f'The range [{fmt_num(lo)}, {fmt_num(hi)}] of {part} is not inside the range {whole} of observation '
+                f'"{obs}".',
+                "A part's range narrows the observation's own range: widen the observation's range, or "
+                "drop it and give every part its range.")
+
+
+def elem_range_overlap(span: Span, obs: str, part: str, element: str, first: Span) -> Diagnostic:
+    return _err("E0315", "Semantic", span,
+                f'{part} gives element {element} of observation "{obs}" a second range.',
+                "Give each element one range: split the slices so that they do not overlap.",
+                [(first, "its first range is here")])
 
 
 def non_real_io(span: Span, kind: str, name: str) -> Diagnostic:

@@ -227,11 +227,37 @@ def _fill(pieces: list[Piece], col: int, indent: int = len(INDENT)) -> list[str]
 
 def _keyword(d: ast.Decl) -> str:
     return {ast.PolicyDecl: "policy", ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent",
-            ast.ActionDecl: "action", ast.ExpectDecl: "expect"}[type(d)]
+            ast.ActionDecl: "action", ast.ExpectDecl: "expect", ast.ConstDecl: "const"}[type(d)]
 
 
 def _type(t: ast.TypeSpec) -> str:
-    return t.base + ("[" + ", ".join(map(str, t.dims)) + "]" if t.dims else "")
+    dims = [str(n) if isinstance(n, int) else n.id for n in t.dims]
+    return t.base + ("[" + ", ".join(dims) + "]" if dims else "")
+
+
+def _elem_index(part: ast.ElemRange) -> str:
+    return "[" + ", ".join(_flat(_index(i, 1)) for i in part.items) + "]"
+
+
+def _elem_tail(part: ast.ElemRange) -> str:
+    return _range(part.range).lstrip() + (" " + _escape(part.doc) if part.doc is not None else "")
+
+
+def _elem_block(parts: tuple[ast.ElemRange, ...]) -> str:
+    """An observation's `{...}` block on one line."""
+    return " {" + ", ".join(_elem_index(p) + " " + _elem_tail(p) for p in parts) + "}"
+
+
+def _elem_lines(head: str, d: ast.ObsDecl) -> list[str]:
+    """An observation whose block does not fit on one line: one part per line, `in` aligned."""
+    width = max(len(_elem_index(p)) for p in d.parts)
+    range_w = max(len(_range(p.range).lstrip()) for p in d.parts)
+    lines = [head + " {"]
+    for p in d.parts:
+        line = INDENT + _elem_index(p).ljust(width) + " " + _range(p.range).lstrip()
+        lines.append(line.ljust(len(INDENT) + width + 1 + range_w) + " " + _escape(p.doc) if p.doc is not None
+                     else line)
+    return lines + ["}" + (" " + _escape(d.doc) if d.doc is not None else "")]
 
 
 def _range(r: Optional[ast.Range]) -> str:
@@ -269,9 +295,11 @@ def _parts(d: ast.Decl) -> _Parts:
         return _Parts(f"policy {d.name}", doc=d.doc)
     if isinstance(d, ast.ExpectDecl):
         return _Parts(f"expect {_claim(d.claim)}", doc=d.doc)
+    if isinstance(d, ast.ConstDecl):
+        return _Parts(f"const {d.name}", rest=["= "] + _expr(d.expr), doc=d.doc)
     colon = f": {_type(d.type)}{_range(getattr(d, 'range', None))}" if d.type is not None else ""
     if isinstance(d, ast.ObsDecl):
-        return _Parts(f"{kw} {d.name}", colon, doc=d.doc)
+        return _Parts(f"{kw} {d.name}", colon + (_elem_block(d.parts) if d.parts else ""), doc=d.doc)
     value = d.init if isinstance(d, ast.WeightDecl) else d.expr
     rest: list[Piece] = ["= "] + _expr(value)
     n = d.noise if isinstance(d, ast.ActionDecl) else d.prior if isinstance(d, ast.WeightDecl) else None
@@ -285,7 +313,7 @@ def _render_run(decls: list[ast.Decl]) -> list[list[str]]:
     list of lines per declaration."""
     parts = [_parts(d) for d in decls]
     kw = _keyword(decls[0])
-    head_w = max(len(p.head) for p in parts) if kw in ("obs", "weight", "latent", "action") else 0
+    head_w = max(len(p.head) for p in parts) if kw in ("obs", "weight", "latent", "action", "const") else 0
     firsts = [p.head.ljust(head_w) + (" " + p.colon if p.colon else "") for p in parts]
     if kw in ("weight", "action") and max(map(len, firsts)) - min(map(len, firsts)) <= EQ_PAD:
         # line up `=` after `name : type range`, unless the types differ so
@@ -296,8 +324,11 @@ def _render_run(decls: list[ast.Decl]) -> list[list[str]]:
     short = [len(c[0]) for c, p in zip(codes, parts) if p.doc is not None and len(c) == 1 and len(c[0]) <= DOC_ALIGN]
     doc_col = max(short, default=0) + 1
     rendered = []
-    for lines, p in zip(codes, parts):
+    for lines, p, d in zip(codes, parts, decls):
         lines = [line.rstrip() for line in lines]
+        if isinstance(d, ast.ObsDecl) and d.parts and len(lines[0]) + (len(_escape(d.doc)) + 1 if d.doc else 0) > WIDTH:
+            rendered.append(_elem_lines(lines[0][: len(lines[0]) - len(_elem_block(d.parts))], d))
+            continue
         if p.doc is not None:
             doc = _escape(p.doc)
             if len(lines) == 1 and len(lines[0]) < doc_col and doc_col + len(doc) <= WIDTH:

@@ -27,6 +27,7 @@ DECLARED = {
     "weight": Name.Constant,  # weights: fitted constants
     "latent": Name.Variable,  # latents: computed values
     "action": Name.Function,  # actions: the outputs
+    "const": Name.Constant,  # named constants (of shapes, indices and expressions)
 }
 
 
@@ -53,7 +54,7 @@ class PolLexer(RegexLexer):
             (words(tuple(FUNCTIONS), prefix=r"\b", suffix=r"(?=\s*\()"), Name.Builtin),
             (r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", Number.Float),
             (r"==|!=|<=|>=|[<>+\-*/^=~]", Operator),
-            (r"[()\[\],:;]", Punctuation),
+            (r"[()\[\]{},:;]", Punctuation),
             (_NAME, Name),
         ],
         "string": [

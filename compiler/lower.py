@@ -59,6 +59,7 @@ FUNCTIONS = {
     "sigmoid": "jax.nn.sigmoid", "relu": "jax.nn.relu", "softplus": "jax.nn.softplus", "sin": "jnp.sin",
     "cos": "jnp.cos", "square": "jnp.square", "sign": "jnp.sign",
     "atan2": "jnp.arctan2", "min": "jnp.minimum", "max": "jnp.maximum", "clip": "jnp.clip",
+    "isfinite": "jnp.isfinite",
 }
 REDUCTIONS = {"sum": "jnp.sum", "mean": "jnp.mean", "max": "jnp.max", "min": "jnp.min", "norm": "jnp.linalg.norm"}
 ACTIVATIONS = {"tanh": "jnp.tanh", "relu": "jax.nn.relu"}
@@ -230,6 +231,9 @@ class _Lowering:
         args = [_fit(self.expr(x, env, params), e.type.shape) for x in e.args]
         if e.fn in PARTIAL:
             args[0] = self.safe(args[0], PARTIAL[e.fn])
+        if e.fn == "nan_to_num":
+            x, nan, posinf, neginf = args
+            return jnp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
         return _FUNCS[e.fn](*args)
 
     def expr_Reduce(self, e: T.Reduce, env, params):

@@ -86,8 +86,19 @@ class _Builder:
         return ast.PolicyDecl(str(name), doc, self._s(meta), _tspan(self.file, name))
 
     def obs_decl(self, meta, c):
-        name, typ, rng, doc = c
-        return ast.ObsDecl(str(name), typ, rng, doc, self._s(meta), _tspan(self.file, name))
+        name, typ, rng, parts, doc = c
+        return ast.ObsDecl(str(name), typ, rng, doc, self._s(meta), _tspan(self.file, name), parts or ())
+
+    def elem_ranges(self, meta, c):
+        return tuple(c)
+
+    def elem_range(self, meta, c):
+        *items, rng, doc = c
+        return ast.ElemRange(tuple(items), rng, doc, self._s(meta))
+
+    def const_decl(self, meta, c):
+        name, expr, doc = c
+        return ast.ConstDecl(str(name), expr, doc, self._s(meta), _tspan(self.file, name))
 
     def weight_decl(self, meta, c):
         name, typ, rng, init, prior, doc = c
@@ -118,10 +129,13 @@ class _Builder:
             raise PolError([errors.limit_exceeded(self._s(meta), f"This type has {len(c)} dimensions",
                                                   f"{MAX_NDIM} dimensions")])
         for t in c:  # int() of a 4,301-digit literal raises; any dimension this long is too large anyway
-            if len(t.lstrip("0")) > 9:
+            if t.type == "INT" and len(t.lstrip("0")) > 9:
                 raise PolError([errors.limit_exceeded(_tspan(self.file, t), f"This dimension has {len(t)} digits",
                                                       "65536 elements per value")])
-        return tuple(int(t) for t in c)
+        return tuple(int(t) if t.type == "INT" else ast.Name(str(t), _tspan(self.file, t)) for t in c)
+
+    def dim(self, meta, c):
+        return c[0]
 
     def bound(self, meta, c):
         sign, tok = c
@@ -288,7 +302,7 @@ def _too_deep(tree: "lark.Tree"):
 # builds a tree, so that hostile input is refused in linear time with a located diagnostic.
 MAX_SOURCE_CHARS = 1 << 20
 MAX_DECL_TOKENS = 10_000
-_DECL_KEYWORD = frozenset(("policy", "obs", "weight", "latent", "action", "expect"))
+_DECL_KEYWORD = frozenset(("policy", "obs", "weight", "latent", "action", "expect", "const"))
 _TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*|[A-Za-z_][A-Za-z_0-9]*|\n|[^\s]')
 
 

@@ -136,6 +136,11 @@ class _Interpreter:
                 return _BINARY_FUNCS[e.fn](args[0], args[1])
             if e.fn == "clip":
                 return np.minimum(np.maximum(args[0], args[1]), args[2])
+            if e.fn == "isfinite":
+                return np.isfinite(args[0])
+            if e.fn == "nan_to_num":
+                x, nan, posinf, neginf = args
+                return np.where(np.isnan(x), nan, np.where(x == np.inf, posinf, np.where(x == -np.inf, neginf, x)))
             raise ice(f"reference: unknown function {e.fn}")
         if isinstance(e, T.Reduce):
             x = self.expr(e.x)

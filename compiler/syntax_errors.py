@@ -110,9 +110,9 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "obs a : real in [-1 1]",
         "obs a : real[3] [0, 1]",
     ],
-    "An array type lists integer sizes, like `real[12, 4]`; a range goes after the type: `real in [-1, 1]`.": [
+    "An array type lists integer sizes or constants, like `real[12, 4]` or `real[lookahead, 4]`; a range goes after the type: `real in [-1, 1]`.": [
         "obs a : real[",
-        "obs a : real[x]",
+        "obs a : real[x + 1]",
         "obs a : real[1.5]",
         "obs a : real[3,]",
         "obs a : real[-1, 1]",
@@ -208,7 +208,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
 # set and the same kind of unexpected token; heuristics on the token classes label the
 # states no example covers.
 
-_DECL_KEYWORDS = frozenset({"POLICY", "OBS", "WEIGHT", "LATENT", "ACTION", "EXPECT"})
+_DECL_KEYWORDS = frozenset({"POLICY", "OBS", "WEIGHT", "LATENT", "ACTION", "EXPECT", "CONST"})
 _OPERATORS = frozenset({"ADDOP", "MULOP", "COMPARE", "CIRCUMFLEX", "AND", "OR"})
 _VALUE_START = frozenset({"NAME", "NUMBER", "LPAR", "LSQB", "TRUE", "FALSE", "IF", "NOT", "MINUS", "PLUS"})
 _CLOSERS = frozenset({"RPAR", "RSQB"})

@@ -12,7 +12,9 @@ Expression nodes (`TExpr`):
     Binary(op, l, r, type)          op: "add" "sub" "mul" "div" "pow"
                                         "eq" "ne" "lt" "le" "gt" "ge" "and" "or"
     Select(cond, a, b, type)        `if c then a else b` and `where(c, a, b)`: elementwise
-    Apply(fn, args, type)           elementwise builtins, see ELEMENTWISE / BINARY_FUNCS; `clip` has 3 args
+    Apply(fn, args, type)           elementwise builtins, see ELEMENTWISE / BINARY_FUNCS; `clip` has 3 args;
+                                        GUARDS: `isfinite` has 1, `nan_to_num` 4 (x and the constant
+                                        replacements of nan, +inf and -inf)
     Reduce(fn, x, axis, type)       fn in REDUCTIONS; axis None means over all elements
     Index(x, items, type)           items: one per leading axis, int (drops the axis) or (start, stop) slice
     Stack(items, type)              a vector literal: stacks equal-typed items on a new leading axis
@@ -37,6 +39,9 @@ ELEMENTWISE = ("abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softplus
 BINARY_FUNCS = ("atan2", "min", "max")
 # Reductions: `f(x)` over all elements or `f(x, axis = k)`.
 REDUCTIONS = ("sum", "mean", "max", "min", "norm")
+# Guards of non-finite values: `isfinite(x)` (bool, elementwise) and
+# `nan_to_num(x; nan = 0, posinf = nan, neginf = nan)` (its replacements are constants).
+GUARDS = ("isfinite", "nan_to_num")
 ACTIVATIONS = ("tanh", "relu")
 
 
@@ -161,10 +166,24 @@ BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "==": 
 class Obs:
     name: str
     type: Type
-    lo: float  # -inf when not declared
-    hi: float  # +inf when not declared
+    lo: float  # -inf when not declared; with `bounds`, the least lower bound of any element
+    hi: float  # +inf when not declared; with `bounds`, the greatest upper bound of any element
     doc: Optional[str]
     span: Span
+    # A range per element (from a `{[i] in [lo, hi], ...}` block): the lower and the upper
+    # bounds of every element, flat in C order; None when one range holds for all of them.
+    bounds: Optional[tuple[tuple[float, ...], tuple[float, ...]]] = None
+
+
+@dataclass(frozen=True)
+class Constant:
+    """`const NAME = EXPR`: its value, folded by the checker (every use reads it as a `Const`)."""
+
+    name: str
+    value: float
+    doc: Optional[str]
+    span: Span
+    type: Type = Type(REAL)
 
 
 @dataclass(frozen=True)
@@ -259,9 +278,10 @@ class TypedProgram:
     mlps: tuple[Mlp, ...]
     file: str
     source: str
+    consts: tuple[Constant, ...] = ()
 
     def decl(self, name: str):
-        for group in (self.obs, self.weights, self.latents, self.actions):
+        for group in (self.obs, self.weights, self.latents, self.actions, self.consts):
             for d in group:
                 if d.name == name:
                     return d

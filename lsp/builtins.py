@@ -45,6 +45,9 @@ FUNCTIONS: dict[str, Function] = {f.name: f for f in (
     Function("sum", "sum(x) | sum(x, axis = k)", "sum over all elements, or over one axis"),
     Function("mean", "mean(x) | mean(x, axis = k)", "mean over all elements, or over one axis"),
     Function("norm", "norm(x) | norm(x, axis = k)", "Euclidean norm over all elements, or over one axis"),
+    Function("isfinite", "isfinite(x)", "elementwise: true where x is neither nan nor +-inf (a bool)"),
+    Function("nan_to_num", "nan_to_num(x; nan = 0, posinf = nan, neginf = nan)",
+             "x with nan, +inf and -inf replaced by constants (the infinities by `nan`'s value unless given)"),
     Function("mlp", "mlp(x, ...; hidden = [64, 64], out = n, activation = tanh | relu)",
              "a learned neural block: inputs flattened and concatenated, Dense layers of the hidden sizes, "
              "a linear output of size n (a scalar when `out` is omitted)"),
@@ -58,6 +61,7 @@ KEYWORDS: dict[str, str] = {
     "latent": "a named intermediate value: `latent NAME = EXPR \"doc\"`",
     "action": "an output: `action NAME : real in [lo, hi] = EXPR ~ normal(std = EXPR)`",
     "expect": "an intent the analysis proves or refutes: `expect y decreasing in x`, `expect y >= 0`",
+    "const": "a named constant, usable in shapes, indices and expressions: `const lookahead = 6`",
     "in": "a range `in [lo, hi]`, or the variable of a monotonicity intent",
     "if": "`if c then a else b`",
     "then": "`if c then a else b`",

@@ -193,16 +193,32 @@ def _index(doc: Document) -> None:
 
 def _names(node) -> Iterator[ast.Name]:
     """Every `Name` in the tree (expressions, intents, noise and priors), generically over
-    the AST's dataclasses so that a new kind of node is indexed without a change here."""
+    the AST's dataclasses so that a new kind of node is indexed without a change here. The
+    fields to visit are looked up once per node type (a tenth of a re-check's time otherwise)."""
     stack = [node]
+    fields = _FIELDS
     while stack:
         x = stack.pop()
-        if isinstance(x, ast.Name):
+        t = type(x)
+        if t is ast.Name:
             yield x
-        elif isinstance(x, (tuple, list)):
+        elif t is tuple or t is list:
             stack.extend(x)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, (ast.Span, type)):
-            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x))
+        else:
+            names = fields.get(t)
+            if names is None:
+                names = fields[t] = _fields_of(x)
+            stack.extend(getattr(x, n) for n in names)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields_of(x) -> tuple[str, ...]:
+    """The fields of an AST node that may hold names (none for a span, a string or a number)."""
+    if not dataclasses.is_dataclass(x) or isinstance(x, (ast.Span, type)):
+        return ()
+    return tuple(f.name for f in dataclasses.fields(x))
 
 
 # ---- hover text -----------------------------------------------------------------------------
@@ -260,6 +276,10 @@ def hover_name(doc: Document, name: str) -> str:
     if t is not None and hasattr(t, "lo") and hasattr(t, "hi"):
         label = "constraint" if sym.kind == "weight" else "declared range"
         lines.append(f"{label}: `{_range_text(t.lo, t.hi)}`")
+    if t is not None and sym.kind == "const":
+        lines.append(f"value: `{_value_text(t.value)}`")
+    if t is not None and getattr(t, "bounds", None) is not None:
+        lines.append("per element: " + ", ".join(f"`{_range_text(lo, hi)}`" for lo, hi in zip(*t.bounds)))
     if t is not None and sym.kind == "weight":
         lines.append(f"initial value: `{_value_text(t.init)}`")
         if getattr(t, "prior", None) is not None:

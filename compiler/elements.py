@@ -1,0 +1,92 @@
+"""Ranges of parts of a vector observation: `obs state : real[6] {[0] in [0, 1.5], [2:6] in [0, 3]}`.
+
+Real observation layouts pack fields of different kinds into one vector (speed,
+yaw rate, wheel speeds). Each part of the `{...}` block selects elements by
+index or slice of the leading axes, as an expression's subscript does (integer
+literals or constants, negative ones from the end), and gives them a range. An
+element no part selects keeps the observation's own range (unbounded when it
+has none); a part's range must lie inside that range (`E0314`), and no element
+may be given two (`E0315`). The result is one lower and one upper bound per
+element, which the interval analysis starts from.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from . import ast, errors
+from .errors import fmt_num
+from .typed import Type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .check import _Checker
+
+
+def _part_text(items) -> str:
+    def one(i) -> str:
+        return str(i) if isinstance(i, int) else f"{i[0]}:{i[1]}"
+
+    return "[" + ", ".join(one(i) for i in items) + "]"
+
+
+def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi: float
+                   ) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:
+    """(lower bounds, upper bounds) of every element of observation `d`, flat in C order, or
+    None after reporting an error in its `{...}` block."""
+    from .check_expr import _Poison
+
+    shape = typ.shape
+    lows, highs = np.full(shape, lo, dtype=float), np.full(shape, hi, dtype=float)
+    owner = np.full(shape, -1, dtype=int)  # which part gave each element its range
+    whole = f"[{fmt_num(lo)}, {fmt_num(hi)}]"
+    ok = True
+    for k, part in enumerate(d.parts):
+        try:
+            items, _ = checker.resolve_items(part.items, shape, part.span)
+        except _Poison:
+            ok = False
+            continue
+        key = tuple(i if isinstance(i, int) else slice(*i) for i in items)
+        text = _part_text(items)
+        before = len(checker.errors)
+        p_lo, p_hi = checker.range_of(part.range, d.name, typ)
+        if len(checker.errors) > before:  # an empty range (E0301)
+            ok = False
+            continue
+        if p_lo < lo or p_hi > hi:
+            checker.error(errors.elem_range_outside(part.range.span, d.name, f"part {text}", p_lo, p_hi, whole))
+            ok = False
+            continue
+        taken = owner[key]
+        if np.any(taken >= 0):
+            first = d.parts[int(np.max(taken))]
+            index = np.argwhere(np.broadcast_to(taken >= 0, np.shape(taken)))
+            element = _element_text(items, shape, index[0] if index.size else ())
+            where = part.items[0].span.to(part.items[-1].span)
+            checker.error(errors.elem_range_overlap(where, d.name, f"The part {text}", element,
+                                                    first.items[0].span.to(first.items[-1].span)))
+            ok = False
+            continue
+        owner[key] = k
+        lows[key], highs[key] = p_lo, p_hi
+    if not ok:
+        return None
+    return tuple(lows.ravel().tolist()), tuple(highs.ravel().tolist())
+
+
+def _element_text(items, shape: tuple[int, ...], at) -> str:
+    """The index of one element, written as a subscript: the position `at` inside the part."""
+    full, j = [], 0
+    for axis in range(len(shape)):
+        i = items[axis] if axis < len(items) else (0, shape[axis])
+        if isinstance(i, int):
+            full.append(i)
+        else:
+            full.append(i[0] + int(at[j]) if j < len(at) else i[0])
+            j += 1
+    return "[" + ", ".join(map(str, full)) + "]"
+
+
+__all__ = ["element_bounds"]
