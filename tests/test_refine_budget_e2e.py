@@ -144,3 +144,18 @@ def test_a_cost_budget_stops_before_the_call_then_resume_with_more_finishes(task
                                    f"{limit:.8f}", "1.00", "cost")
     assert summary["totals"]["cost_usd"] == pytest.approx(sum(usd(e) for e in exchanges), abs=1e-6)
     assert "prices.toml" in summary["cost"]
+
+
+def test_a_budget_below_the_first_call_stops_before_any_request(task, prices, reference, tmp_path, monkeypatch,
+                                                                capsys):
+    exchanges, ref_table = reference
+    run = tmp_path / "run"
+    code, out, err, requests = refine(monkeypatch, capsys, REPLIES, task, "-o", run, "--llm", "openai:fake",
+                                      "--quick", "--prices", prices, "--max-tokens", "100")
+    assert code == 5 and not requests, err
+    assert "0 tokens spent" in err and "No round was complete yet" in err
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["rounds"] == [] and summary["status"] == "stopped by its token budget"
+    code, out, err, requests = refine(monkeypatch, capsys, REPLIES, "--resume", run, "--max-tokens", "1M")
+    assert code == 0, err
+    assert len(requests) == len(REPLIES) and table(run) == ref_table

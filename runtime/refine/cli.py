@@ -319,8 +319,10 @@ def _budget_stop(run: Any, loop: Any, notice: Any, task: Any, e: Any) -> int:
     status = f"stopped by its {'token' if e.which == 'tokens' else 'cost'} budget"
     _finish(run, loop, notice, status, task)
     flag = "--max-tokens" if e.which == "tokens" else "--max-cost"
-    print(f"polc: {e}.\nThe complete rounds are saved in {run.path} (the round in progress is redone); continue "
-          f"with a larger budget: `polc refine --resume {run.path} {flag} N` (exit {EXIT_BUDGET}).", file=sys.stderr)
+    saved = (f"The complete rounds are saved in {run.path} (the round in progress is redone)" if loop.history else
+             f"No round was complete yet ({run.path} keeps the run's settings; its first round is redone)")
+    print(f"polc: {e}.\n{saved}; continue with a larger budget: `polc refine --resume {run.path} {flag} N` "
+          f"(exit {EXIT_BUDGET}).", file=sys.stderr)
     return EXIT_BUDGET
 
 
@@ -354,7 +356,7 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
     if kept:
         last = run.round_dir(kept[-1])
         print(f"final policy: {last / 'policy.pol'} with its fitted weights {last / 'params.json'}")
-    print(f"wrote {run.path / 'summary.json'}, " + ", ".join(str(f) for f in figures if f.exists()))
+    print("wrote " + ", ".join(str(f) for f in [run.path / "summary.json", *figures] if f.exists()))
     if notice:
         print(f"\n{notice}")
 
