@@ -499,7 +499,8 @@ def emit_json(tp: TypedProgram, intervals: Optional[Mapping[str, Any]] = None) -
         nodes.append(n)
 
     for o in tp.obs:
-        node("obs", o, range=_num([o.lo, o.hi]), reads=[])
+        extra = {} if o.bounds is None else {"element_ranges": [_num([lo, hi]) for lo, hi in zip(*o.bounds)]}
+        node("obs", o, range=_num([o.lo, o.hi]), reads=[], **extra)
     for w in tp.weights:
         node("weight", w, constraint=_num([w.lo, w.hi]), transform=transforms.kind(w.lo, w.hi),
              init=_num(w.init), reads=[],

@@ -301,7 +301,8 @@ def _ast_type(decl) -> str:
     spec = getattr(decl, "type", None)
     if spec is None:
         return ""
-    return spec.base + ("[" + ", ".join(map(str, spec.dims)) + "]" if spec.dims else "")
+    dims = [str(n) if isinstance(n, int) else n.id for n in spec.dims]  # a constant by its name
+    return spec.base + ("[" + ", ".join(dims) + "]" if dims else "")
 
 
 def hover_intent(decl: ast.ExpectDecl, result) -> str:

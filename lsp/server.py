@@ -34,9 +34,10 @@ DEBOUNCE_SECONDS = 0.2  # a check starts once typing pauses this long
 SEVERITY = {"error": L.DiagnosticSeverity.Error, "warning": L.DiagnosticSeverity.Warning,
             "note": L.DiagnosticSeverity.Information}
 SYMBOL_KIND = {"obs": L.SymbolKind.Field, "weight": L.SymbolKind.Constant, "latent": L.SymbolKind.Variable,
-               "action": L.SymbolKind.Event}
+               "action": L.SymbolKind.Event, "const": L.SymbolKind.Number}
 COMPLETION_KIND = {"obs": L.CompletionItemKind.Field, "weight": L.CompletionItemKind.Constant,
-                   "latent": L.CompletionItemKind.Variable, "action": L.CompletionItemKind.Event}
+                   "latent": L.CompletionItemKind.Variable, "action": L.CompletionItemKind.Event,
+                   "const": L.CompletionItemKind.Value}
 
 INTERNAL = "internal-error"  # the code of a bug in polc met on some text (not a Pol diagnostic)
 

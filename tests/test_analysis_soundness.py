@@ -143,3 +143,63 @@ def test_the_rational_rule_is_exercised():
                 f"latent f = {body}\naction act : real = f + 0 * b + 0 * o\n")
         tp, _ = check_program(parse_program(text, "rational.pol"))
         assert run_pass(tp, var="p").env["f"].dir == want, body
+
+
+# ---- ranges per element, and guards of non-finite values -----------------------------------------
+
+_PART_RANGES = ["in [0, 1.5]", "in [-3, 3]", ">= 2", "<= -1", "in [0.25, 0.5]", "in [-1e3, 1e3]"]
+
+
+@st.composite
+def element_programs(draw):
+    """An observation `v : real[n]` whose `{...}` block gives disjoint slices their own ranges,
+    read by index, slice and reduction, some reads guarded with isfinite / nan_to_num."""
+    n = draw(st.integers(2, 6))
+    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=n - 1)))
+    bounds = [0] + cuts + [n]
+    parts = []
+    for a, b in zip(bounds, bounds[1:]):
+        if draw(st.booleans()):
+            index = f"[{a}]" if b == a + 1 and draw(st.booleans()) else f"[{a}:{b}]"
+            parts.append(f"{index} {draw(st.sampled_from(_PART_RANGES))}")
+    block = (" {" + ", ".join(parts) + "}") if parts else ""
+    i, j = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+    a = draw(st.integers(0, n - 1))
+    b = draw(st.integers(a + 1, n))
+    rep = draw(st.sampled_from(["", ", nan = 0.5", ", nan = -2, posinf = 4, neginf = -4"]))
+    return "\n".join([
+        f"obs v : real[{n}]{block}",
+        "weight k : real in [-2, 2] = 0.5",
+        f"latent x = v[{i}] * k - v[{j}]",
+        f"latent s = sum(v[{a}:{b}]) + max(v[{a}:{b}])",
+        f"latent g = nan_to_num(v[{i}]{rep}) + nan_to_num(x{rep})",
+        f"latent f = if isfinite(v[{j}]) then v[{j}] else 0",
+        "action act : real = x + s + g + f",
+    ]) + "\n"
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=element_programs(), seed=st.integers(0, 2**31 - 1), poison=st.booleans())
+def test_element_ranges_and_guards_are_sound(text, seed, poison):
+    """Every value lies in its interval for observations inside their elements' ranges; and the
+    guards' values do even where an observation is nan or +-inf (outside every range)."""
+    tp, _ = check_program(parse_program(text, "elements.pol"))
+    analysis = analyze_program(tp)
+    rng = np.random.default_rng(seed)
+    weights, obs, mlps = inputs(tp, rng)
+    checked = {n.name for n in tp.nodes} | {"v"}
+    if poison:  # a sensor fault: some elements nan or infinite
+        v = obs["v"].copy()
+        mask = rng.random(v.shape) < 0.3
+        v[mask] = rng.choice([np.nan, np.inf, -np.inf], int(mask.sum()))
+        obs = {**obs, "v": v}
+        checked = {"g", "f"}
+    with np.errstate(all="ignore"):
+        out = reference.run(tp, weights, obs, mlps, batch=N).values
+    for name in checked:
+        iv = analysis.elementwise[name]
+        value = np.asarray(obs["v"] if name == "v" else out[name], dtype=float)
+        if poison:  # guarded: no nan comes through
+            assert not np.isnan(value).any(), f"{name} is nan in\n{text}"
+        ok = ~np.isfinite(value) | ((iv.lo <= value) & (value <= iv.hi))
+        assert ok.all(), f"{name} = {value[~ok][:3]} outside {iv} in\n{text}"

@@ -279,3 +279,18 @@ def test_the_emitted_module_guards_too(tmp_path):
     assert main(["compile", str(src), "-o", str(out)]) == 0
     text = out.read_text()
     assert "jnp.nan_to_num(raw, nan=0.0, posinf=1.0, neginf=-2.0)" in text and "jnp.isfinite(speed)" in text
+
+
+def test_emit_json_lists_every_elements_range(tmp_path, capsys):
+    import json
+
+    from polc.cli import main
+
+    src = tmp_path / "s.pol"
+    src.write_text(STATE)
+    out = tmp_path / "s.json"
+    assert main(["compile", str(src), "--emit", "json", "-o", str(out)]) == 0
+    nodes = {n["name"]: n for n in json.loads(out.read_text())["nodes"]}
+    assert nodes["state"]["range"] == [-3, 3]
+    assert nodes["state"]["element_ranges"] == [[0, 1.5], [-3, 3], [0, 3], [0, 3], [0, 3], [0, 3]]
+    assert "element_ranges" not in nodes["tiles"] or len(nodes["tiles"]["element_ranges"]) == 12

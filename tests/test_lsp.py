@@ -524,3 +524,32 @@ def test_closing_a_document_clears_its_diagnostics(lsp, tmp_path):
     lsp.client.text_document_did_close(L.DidCloseTextDocumentParams(doc_id(uri)))
     lsp.run(lsp._event(uri).wait())
     assert list(lsp.diagnostics(uri)) == []
+
+
+NEW_SYNTAX = '''const lookahead = 6   # a named constant
+obs state : real[6] {[0] in [0, 1.5] "speed", [2:6] in [0, 3] "wheel speeds"}
+obs tiles : real[lookahead, 4] in [-5, 5]
+latent slip = relu(mean(state[2:6]) - state[0])
+latent ahead = nan_to_num(mean(tiles[0:lookahead, 0]))
+action gas : real in [0, 1] = clip(0.7 - slip + 0 * ahead + 0 * state[1], 0, 1)
+'''
+
+
+def test_constants_and_element_ranges_in_hover_outline_and_completion(lsp, tmp_path):
+    uri = lsp.open(NEW_SYNTAX, tmp_path / "new.pol")
+    assert not [d for d in lsp.diagnostics(uri) if d.severity == L.DiagnosticSeverity.Error]
+    const = hover(lsp, uri, position_of(NEW_SYNTAX, "0:lookahead", 3))
+    assert "**const** `lookahead` : `real`" in const and "value: `6`" in const
+    state = hover(lsp, uri, position_of(NEW_SYNTAX, "obs state", 5))
+    assert "declared range: `unbounded`" in state  # element 1 has no range
+    assert "per element: `[0, 1.5]`, `unbounded`, `[0, 3]`, `[0, 3]`, `[0, 3]`, `[0, 3]`" in state
+    tiles = hover(lsp, uri, position_of(NEW_SYNTAX, "obs tiles", 5))
+    assert "`real[6, 4]`" in tiles
+    symbols = lsp.run(lsp.client.text_document_document_symbol_async(L.DocumentSymbolParams(doc_id(uri))))
+    kinds = {s.name: (s.kind, s.detail) for s in symbols}
+    assert kinds["lookahead"][0] == L.SymbolKind.Number
+    assert kinds["tiles"][1] == "obs real[lookahead, 4]"
+    items = lsp.run(lsp.client.text_document_completion_async(L.CompletionParams(doc_id(uri), L.Position(0, 0))))
+    labels = {i.label: i for i in items.items}
+    assert labels["lookahead"].kind == L.CompletionItemKind.Value
+    assert labels["nan_to_num"].detail.startswith("nan_to_num(x") and "const" in labels
