@@ -243,8 +243,12 @@ def guard(func):
     """`Failure`, a policy's non-finite action (`envs.NonFiniteAction`: the episode
     has no score), and an environment the user must fix (`envs.EnvError`: a schema
     file, a gymnasium id, an expert) -> exit code 1 (2 for unusable input) with its
-    message (the CLI handles the rest). A `gym:` env is made here (`env_options`)."""
+    message (the CLI handles the rest). A `gym:` env is made here (`env_options`), and the
+    persistent compilation cache turned on (`polc.runtime.il.jaxcache`)."""
     def run(args: argparse.Namespace) -> int:
+        from .il.jaxcache import enable
+
+        enable()  # the persistent compilation cache, before anything jits (docs/performance.md)
         try:
             with env_options(args):
                 return func(args)

@@ -99,21 +99,29 @@ def regularised(policy, prior_scale: float) -> tuple[str, ...]:
     return tuple(w.name for w in policy.program.weights if w.prior is None and w.name in means)
 
 
-def neg_log_prior(policy, prior_scale: float) -> Callable[[dict], jax.Array]:
-    """params -> -(log prior): the declared priors plus the pull of `regularised`
-    weights toward their declared unconstrained values (see the module docstring)."""
+def prior_penalty(policy, prior_scale: float) -> Callable[[dict, dict], jax.Array]:
+    """(params, centre) -> -(log prior): the declared priors plus the pull of `regularised`
+    weights toward `centre` (name -> declared unconstrained value; see the module docstring).
+    The centre is an argument so one compiled step serves every declared value."""
     pulled = regularised(policy, prior_scale)
-    declared = policy.init(jax.random.PRNGKey(0))  # weights' entries are the declared values, key-independent
-    centre = {name: declared[name] for name in pulled}
     has_priors = any(w.prior is not None for w in policy.program.weights)
 
-    def penalty(params) -> jax.Array:
+    def penalty(params, centre) -> jax.Array:
         total = -policy.log_prior(params) if has_priors else jnp.zeros((), jnp.float32)
         for name in pulled:
             total = total + 0.5 * jnp.sum(jnp.square((params[name] - centre[name]) / prior_scale))
         return total
 
     return penalty
+
+
+def neg_log_prior(policy, prior_scale: float) -> Callable[[dict], jax.Array]:
+    """params -> -(log prior), pulling toward the weights' declared values (`prior_penalty`)."""
+    pulled = regularised(policy, prior_scale)
+    declared = policy.init(jax.random.PRNGKey(0))  # weights' entries are the declared values, key-independent
+    centre = {name: declared[name] for name in pulled}
+    penalty = prior_penalty(policy, prior_scale)
+    return lambda params: penalty(params, centre)
 
 
 def objective(policy, prior_scale: float, n_rows: int) -> Callable[[dict, Batch], jax.Array]:

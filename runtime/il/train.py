@@ -150,11 +150,14 @@ def split(demos: Demos, val_fraction: float, seed: int) -> tuple[Demos, Demos]:
     return demos.take(np.sort(perm[n_val:])), demos.take(np.sort(perm[:n_val]))
 
 
-def diagnose_nonfinite(policy, params, demos: Demos) -> Optional[str]:
-    """Which value makes the loss non-finite at `params`, or None."""
+def diagnose_nonfinite(policy, params, demos: Demos, distribution=None) -> Optional[str]:
+    """Which value makes the loss non-finite at `params`, or None. `distribution`: the
+    batched `policy.distribution` (default: vmapped here; a fit passes its cached jit)."""
     import jax
 
-    mean, std, latents = jax.vmap(policy.distribution, in_axes=(None, 0))(params, demos.obs)
+    if distribution is None:
+        distribution = jax.vmap(policy.distribution, in_axes=(None, 0))
+    mean, std, latents = distribution(params, demos.obs)
     tp = policy.program
     for lat in tp.latents:
         bad = ~np.isfinite(np.asarray(latents[lat.name], np.float64))
@@ -201,65 +204,48 @@ def _initial(policy, config: FitConfig, restart: int) -> dict:
 
 
 class _Trainer:
-    """The jitted pieces of one fit: `epoch(state, rng) -> (state, train loss)`, `val(params)`.
+    """One fit's use of the structure's compiled step (`step.fit_step`, shared by every
+    restart and by later fits of the same structure): its data, rows and pull centre.
 
     The data go in as arguments, not closed-over constants: constants would be
     baked into the compiled program and make compiling it take seconds."""
 
-    def __init__(self, policy, train: Demos, val: Demos, config: FitConfig):
-        import jax
-        import jax.numpy as jnp
-        import optax
+    def __init__(self, policy, params, train: Demos, val: Demos, config: FitConfig):
+        from . import step as fs
 
-        # Named weights and mlp parameters get their own Adam; the final scale (the
-        # learning-rate decay) lives in the optimizer state, so lowering it does not recompile.
-        weights = {w.name for w in policy.program.weights}
-        self.optimizer = optax.chain(
-            optax.clip_by_global_norm(config.clip_norm),
-            optax.multi_transform({"weight": optax.adam(config.learning_rate),
-                                   "mlp": optax.adam(config.mlp_learning_rate)},
-                                  lambda p: {k: jax.tree.map(lambda _: "weight" if k in weights else "mlp", v)
-                                             for k, v in p.items()}),
-            optax.inject_hyperparams(optax.scale)(step_size=1.0))
-        loss = objective(policy, config.prior_scale, train.size)
+        self.step = fs.fit_step(policy, params, config)
+        self.lr = fs.learning_rates(policy, params, config)
+        self.centre = fs.centre(policy, config.prior_scale)
         self.data, self.val_data = _batches(train), _batches(val)
         n = train.size
         bs = min(config.batch_size, n)
         nb = -(-n // bs)
-        pad = nb * bs - n
+        self.n, self.shape, self.pad = n, (nb, bs), nb * bs - n
 
-        def step(carry, xs):
-            params, opt_state, data = carry
-            idx, w = xs
-            batch = Batch({k: v[idx] for k, v in data.obs.items()}, {k: v[idx] for k, v in data.actions.items()}, w)
-            value, grads = jax.value_and_grad(loss)(params, batch)
-            updates, opt_state = self.optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state, data), value * jnp.sum(w)
-
-        def epoch(state, idx, data):
-            weight = jnp.concatenate([jnp.ones(n), jnp.zeros(pad)]).reshape(nb, bs)
-            (params, opt_state, _), totals = jax.lax.scan(step, (*state, data), (idx, weight))
-            return (params, opt_state), jnp.sum(totals) / n
-
-        self.n, self.shape, self.pad = n, (nb, bs), pad
-        self._epoch = jax.jit(epoch)
-        self._val = jax.jit(loss)
+    def init(self, params):
+        """(flat params, optimiser state) of a restart from `params`."""
+        flat = self.step.ravel(params)
+        return flat, self.step.init(flat, self.lr)
 
     def epoch(self, state, rng: np.random.Generator):
         """One pass over the shuffled training rows (shuffled on the host: a jitted
-        permutation would add most of a second to every compile)."""
+        permutation would add most of a second to every compile): (state, training
+        loss, validation loss after it)."""
         idx = np.concatenate([rng.permutation(self.n), np.zeros(self.pad, np.int64)]).astype(np.int32)
-        return self._epoch(state, idx.reshape(self.shape), self.data)
+        state, losses = self.step.epoch(state, idx.reshape(self.shape), self.data, self.val_data, self.n,
+                                        self.centre)
+        train_loss, val_loss = np.asarray(losses).tolist()
+        return state, train_loss, val_loss
 
-    def val(self, params):
-        return self._val(params, self.val_data)
+    def val(self, flat):
+        return self.step.val(flat, self.val_data, self.n, self.centre)
 
     @staticmethod
     def with_decay(opt_state, factor: float):
-        """`opt_state` of `optimizer` with the learning rates scaled by `factor`."""
-        clip_state, adam_states, scale_state = opt_state
-        hyper = dict(scale_state.hyperparams, step_size=np.float32(factor))
-        return clip_state, adam_states, scale_state._replace(hyperparams=hyper)
+        """`opt_state` with the learning rates scaled by `factor`."""
+        from .step import with_decay
+
+        return with_decay(opt_state, factor)
 
 
 def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = False) -> FitResult:
@@ -268,24 +254,24 @@ def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = 
     t0 = time.perf_counter()
     train, val = split(demos, config.val_fraction, config.seed)
     start = _initial(policy, config, 0)
-    why = diagnose_nonfinite(policy, start, demos)
+    trainer = _Trainer(policy, start, train, val, config)
+    why = diagnose_nonfinite(policy, start, demos, trainer.step.distribution)
     if why:
         raise FitError(f"the imitation loss is not finite at the initial weights: {why}")
-    trainer = _Trainer(policy, train, val, config)
     results, best_params = [], None
     with _progress(progress, config) as bar:
         for r in range(config.restarts):
             params = start if r == 0 else _initial(policy, config, r)
-            res, params = _restart(trainer, params, r, config, bar)
+            res, flat = _restart(trainer, params, r, config, bar)
             results.append(res)
             if math.isfinite(res.val_loss) and (best_params is None or res.val_loss < best.val_loss):
-                best, best_params = res, params
+                best, best_params = res, flat
     if best_params is None:
         raise FitError("every restart diverged:\n" + "\n".join(f"  - restart {r.restart + 1}: {r.stopped}"
                                                                for r in results)
                        + f"\nLower the learning rate (now {config.learning_rate}; {config.mlp_learning_rate} for "
                          "mlp blocks) or check the weights' constraints and the demonstration.")
-    return FitResult(best_params, best, tuple(results), kind(policy), train.size, val.size,
+    return FitResult(trainer.step.unravel(best_params), best, tuple(results), kind(policy), train.size, val.size,
                      time.perf_counter() - t0, config, prior_summary(policy, config.prior_scale))
 
 
@@ -300,15 +286,14 @@ def prior_summary(policy, prior_scale: float) -> dict:
 def _restart(trainer: _Trainer, params, r: int, config: FitConfig, bar) -> tuple[RestartResult, Any]:
     """Train from `params` until early stopping; the learning rate drops by
     `lr_decay` after `lr_patience` epochs without a validation improvement."""
-    state = (params, trainer.optimizer.init(params))
+    state = trainer.init(params)
     rng = np.random.default_rng([config.seed, r])
-    best_val, best_train, best_epoch, best_params = float(trainer.val(params)), math.nan, 0, params
+    best_val, best_train, best_epoch, best_params = float(trainer.val(state[0])), math.nan, 0, state[0]
     stopped, epoch, decayed, factor = "max epochs", 0, 0, 1.0
     task = bar.add_task(f"restart {r + 1}/{config.restarts}", total=config.max_epochs, train=math.nan,
                         val=best_val)
     for epoch in range(1, config.max_epochs + 1):
-        state, train_loss = trainer.epoch(state, rng)
-        train_loss, val_loss = float(train_loss), float(trainer.val(state[0]))
+        state, train_loss, val_loss = trainer.epoch(state, rng)
         if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
             which, value = ("training", train_loss) if not math.isfinite(train_loss) else ("validation", val_loss)
             stopped = (f"diverged at epoch {epoch}: the {which} loss became {value} "

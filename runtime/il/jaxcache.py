@@ -1,0 +1,122 @@
+"""The persistent XLA compilation cache of every runtime command (`polc fit`, `rl`, `eval`,
+`rollout`, ...): what JAX compiled once is loaded from disk by the next process.
+
+    enable()   called by `polc.runtime.cli.guard` before a command runs (so before any jit)
+
+It lives here because `polc fit` is what it was made for; every runtime command uses it.
+
+Where: `$JAX_COMPILATION_CACHE_DIR` when it is set (JAX's own setting is respected as is);
+otherwise `$XDG_CACHE_HOME/polc/jax` (by default `~/.cache/polc/jax`), in a subdirectory per
+CPU model and feature set, because XLA:CPU loads an executable compiled for another CPU with
+only a log line, and a home directory shared by different machines would then run
+instructions the CPU lacks. `POLC_NO_COMPILE_CACHE=1` turns polc's cache off. A directory that
+cannot be written gives one warning line and the command runs without the cache.
+
+Every compile is cached (`jax_persistent_cache_min_compile_time_secs` 0, no minimum entry
+size): `polc fit` makes about 18 compiles of 10 ms to 5 s, and loading one costs ~30 ms.
+While the cache is on, XLA's C++ log is limited to fatal messages (`TF_CPP_MIN_LOG_LEVEL=3`,
+unless set already): XLA:CPU logs two error lines for every executable it loads from the
+cache (a tuning feature, +prefer-no-gather, is compared as if it were an instruction set;
+jax-ml/jax#38445), although it loads them.
+
+Cheap to call: it imports jax only if jax is imported already; otherwise it sets the
+environment variables JAX reads when it is imported (which child processes inherit too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional, TextIO
+
+OFF_VARIABLE = "POLC_NO_COMPILE_CACHE"
+JAX_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+
+# option of jax.config -> its value (the environment variable is the option's name in capitals)
+_OPTIONS = {"jax_persistent_cache_min_compile_time_secs": "0",
+            "jax_persistent_cache_min_entry_size_bytes": "-1"}
+
+_state: dict[str, Optional[str]] = {}  # "dir": the directory in use (None: off); set once per process
+
+
+def cache_root() -> Path:
+    """`$XDG_CACHE_HOME/polc/jax`, by default `~/.cache/polc/jax` (a relative XDG_CACHE_HOME
+    is ignored, as the XDG base-directory specification says)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "polc" / "jax"
+
+
+def machine_key() -> str:
+    """A short name for this CPU: its architecture, model and feature flags."""
+    text = platform.machine() + "\n" + platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n\n")[0].splitlines()  # the first processor
+        text += "\n".join(ln for ln in lines if ln.split(":")[0].strip() in ("model name", "flags", "Features"))
+    except OSError:
+        pass
+    return f"{platform.machine() or 'cpu'}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def disabled() -> bool:
+    """Whether POLC_NO_COMPILE_CACHE turns the cache off (any value but "", "0", "false", "no")."""
+    return os.environ.get(OFF_VARIABLE, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def enable(stream: Optional[TextIO] = None) -> Optional[str]:
+    """Turn the persistent compilation cache on for this process (see the module
+    docstring). Returns the directory, or None when the cache is off. Never raises: an
+    unusable directory is one warning line on `stream` (stderr). Only the first call
+    in a process decides; later calls return its answer."""
+    if "dir" in _state:
+        return _state["dir"]
+    _state["dir"] = None
+    if disabled():
+        return None
+    own = os.environ.get(JAX_VARIABLE)
+    path = Path(own) if own else cache_root() / machine_key()
+    why = _unwritable(path)
+    if why:
+        print(f"polc: warning: the compile cache {path} cannot be used ({why}); running without it "
+              f"(set {OFF_VARIABLE}=1 to turn it off)", file=stream or sys.stderr)
+        return None
+    _configure(str(path))
+    _state["dir"] = str(path)
+    return str(path)
+
+
+def _unwritable(path: Path) -> Optional[str]:
+    """Why `path` cannot hold the cache, or None: made if missing, then a file written and removed."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None
+
+
+def _configure(path: str) -> None:
+    if "jax" not in sys.modules:
+        # JAX reads these when imported; XLA's C++ log level when jaxlib loads.
+        os.environ.setdefault(JAX_VARIABLE, path)
+        for option, value in _OPTIONS.items():
+            os.environ.setdefault(option.upper(), value)
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        return
+    import jax
+
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", path)
+    for option, value in _OPTIONS.items():
+        if option.upper() not in os.environ:  # a value the user set stays
+            jax.config.update(option, type(getattr(jax.config, option))(value))
+
+
+__all__ = ["JAX_VARIABLE", "OFF_VARIABLE", "cache_root", "disabled", "enable", "machine_key"]

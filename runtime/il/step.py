@@ -1,0 +1,197 @@
+"""The compiled training step of `polc fit`, made once per structure and reused.
+
+    step = fit_step(policy, params, config)    # cached: the same structure gets the same jits
+    state = step.init(flat, lr)                # flat = step.ravel(params): (P,) float32
+    state, (train_loss, val_loss) = step.epoch(state, idx, data, val_data, n, centre)
+    loss = step.val(flat, data, n, centre)
+
+The parameters are one flat vector (laid out as `jax.flatten_util.ravel_pytree` lays them)
+for the optimiser: Adam over one (P,) array instead of one small array per weight (the Car
+Racing example has 16 scalar leaves), and the state is a handful of arrays to move per call
+instead of ~50. The update is element for element the one `optax.multi_transform` of two
+Adams gave (named weights and mlp blocks at their own learning rates, a per-element vector
+here), after the same global-norm clip, whose norm is summed leaf by leaf as optax sums it.
+Measured on the example: the same losses and weights, bit for bit, as before the flattening
+(docs/performance.md, `polc fit`). The validation loss is computed in the epoch's call.
+
+What a fit varies goes in as arguments, not constants baked into the program: the data,
+the declared values a prior-less weight is pulled toward (`centre`), the learning rates
+and their decay (in the optimiser state); the number of training rows is static (it sets
+the padding), so a second fit of the same structure on the same rows, in the same
+process, compiles nothing. Steps are cached by `structure_key`: everything in the
+program the loss depends on, so not spans, docs, intents or the weights' declared values.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+from dataclasses import fields, is_dataclass
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from .losses import Batch, batch_loss, prior_penalty, regularised
+
+_SKIP = {"span", "doc", "text", "init"}  # fields that do not change the traced loss
+_CACHE_SIZE = 8  # structures kept (a refinement run fits a new one every round)
+_cache: "collections.OrderedDict[tuple, FitStep]" = collections.OrderedDict()
+
+
+class FitStep(NamedTuple):
+    """The jitted pieces of fitting one structure (see the module docstring)."""
+    init: Callable       # (flat (P,), lr (P,)) -> optimiser state; lr: each element's learning rate
+    epoch: Callable      # (state, idx (nb, bs) int32, data, val_data: Batch, n: int static, centre)
+                         #   -> (state, (2,) [mean training loss, validation loss after the epoch])
+    val: Callable        # (flat (P,), data Batch, n: int static, centre) -> the objective on `data`
+    distribution: Callable  # (params, obs batch) -> (mean, std, latents): vmapped policy.distribution
+    ravel: Callable      # params -> (P,) float32 NumPy, leaves in jax.tree order
+    unravel: Callable    # (P,) -> params (jax arrays)
+    key: tuple
+
+
+def structure_key(tp) -> str:
+    """A digest of what the loss of `tp` depends on (its observations, weights with their
+    constraints and priors, nodes and mlp blocks), not of spans, docs or declared values."""
+    canon = _canon([tp.obs, tp.weights, tp.nodes, tp.mlps])
+    return hashlib.sha256(json.dumps(canon, separators=(",", ":"), default=repr).encode()).hexdigest()
+
+
+def _canon(x: Any) -> Any:
+    if is_dataclass(x):
+        return [type(x).__name__] + [[f.name, _canon(getattr(x, f.name))] for f in fields(x) if f.name not in _SKIP]
+    if isinstance(x, (tuple, list)):
+        return [_canon(v) for v in x]
+    if isinstance(x, float):
+        return repr(x)
+    return x
+
+
+def fit_step(policy, params, config) -> FitStep:
+    """The step of `policy` (params shaped like `params`) under `config`'s clip norm and
+    prior scale, made on first use and cached by structure (the last few structures)."""
+    leaves = tuple((tuple(np.shape(x)), str(np.asarray(x).dtype)) for x in jax.tree.leaves(params))
+    key = (structure_key(policy.program), str(jax.tree.structure(params)), leaves,
+           float(config.clip_norm), float(config.prior_scale))
+    step = _cache.get(key)
+    if step is None:
+        step = _cache[key] = _make(policy, params, config, key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    _cache.move_to_end(key)
+    return step
+
+
+def clear_cache() -> None:
+    """Forget every cached step (tests; the next fit compiles again)."""
+    _cache.clear()
+
+
+def learning_rates(policy, params, config) -> np.ndarray:
+    """(P,) float32: the learning rate of each element of the flat params (named weights:
+    `learning_rate`, mlp blocks: `mlp_learning_rate`)."""
+    weights = {w.name for w in policy.program.weights}
+    rates = {k: jax.tree.map(lambda x, k=k: np.full(np.shape(x), config.learning_rate if k in weights
+                                                   else config.mlp_learning_rate, np.float32), v)
+             for k, v in params.items()}
+    return np.concatenate([np.ravel(x) for x in jax.tree.leaves(rates)]).astype(np.float32)
+
+
+def _clip_by_global_norm(unravel, max_norm: float) -> optax.GradientTransformation:
+    """`optax.clip_by_global_norm` of the flat updates, the norm summed leaf by leaf in the
+    order optax sums the params' leaves, so it is the same number to the last bit."""
+    def update(updates, state, params=None):
+        del params
+        g_norm = optax.tree.norm(unravel(updates))
+        trigger = jnp.squeeze(g_norm < max_norm)
+        return jax.lax.select(trigger, updates, (updates / g_norm.astype(updates.dtype)) * max_norm), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update)
+
+
+def optimizer(unravel, clip_norm: float) -> optax.GradientTransformation:
+    """The clip, Adam as `optax.adam` composes it, then each element's -learning rate and the
+    decay factor: both scales live in the state (`FitStep.init`, `with_decay`), so a new
+    learning rate or a decay does not recompile."""
+    return optax.chain(
+        _clip_by_global_norm(unravel, clip_norm),
+        optax.scale_by_adam(),
+        optax.inject_hyperparams(optax.scale)(step_size=jnp.zeros(1, jnp.float32)),
+        optax.inject_hyperparams(optax.scale)(step_size=1.0))
+
+
+def _make(policy, params, config, key: tuple) -> FitStep:
+    treedef = jax.tree.structure(params)
+    shapes = [np.shape(x) for x in jax.tree.leaves(params)]
+    ends = [int(e) for e in np.cumsum([int(np.prod(sh)) for sh in shapes])]
+    starts = [0] + ends[:-1]
+
+    # In the traced code: `ravel_pytree`'s unravel (slices of the flat vector, reshaped).
+    def unravel(flat):
+        return jax.tree.unflatten(treedef, [flat[a:b].reshape(sh) for a, b, sh in zip(starts, ends, shapes)])
+
+    # On the host, in NumPy: the same values, without an XLA compile or dispatch each.
+    def ravel(params) -> np.ndarray:
+        return np.concatenate([np.ravel(np.asarray(x, np.float32)) for x in jax.tree.leaves(params)])
+
+    def host_unravel(flat):
+        flat = np.asarray(flat, np.float32)
+        return jax.tree.unflatten(treedef, [jnp.asarray(flat[a:b].reshape(sh))
+                                            for a, b, sh in zip(starts, ends, shapes)])
+
+    optimizer_ = optimizer(unravel, config.clip_norm)
+    data_loss = batch_loss(policy)
+    penalty = prior_penalty(policy, config.prior_scale)
+
+    def objective(flat, batch: Batch, n: int, centre):
+        params = unravel(flat)
+        return data_loss(params, batch) + penalty(params, centre) / n
+
+    def init(flat, lr):
+        clip, adam, rate, decay = optimizer_.init(flat)
+        hyper = dict(rate.hyperparams, step_size=-lr)
+        return clip, adam, rate._replace(hyperparams=hyper), decay
+
+    def epoch(state, idx, data: Batch, val_data: Batch, n: int, centre):
+        nb, bs = idx.shape
+        weight = jnp.concatenate([jnp.ones(n), jnp.zeros(nb * bs - n)]).reshape(nb, bs)
+
+        def one(carry, xs):
+            flat, opt_state, data = carry
+            i, w = xs
+            batch = Batch({k: v[i] for k, v in data.obs.items()}, {k: v[i] for k, v in data.actions.items()}, w)
+            value, grads = jax.value_and_grad(objective)(flat, batch, n, centre)
+            updates, opt_state = optimizer_.update(grads, opt_state, flat)
+            return (optax.apply_updates(flat, updates), opt_state, data), value * jnp.sum(w)
+
+        (flat, opt_state, _), totals = jax.lax.scan(one, (*state, data), (idx, weight))
+        # The validation loss of the new params in the same call: one dispatch and one
+        # transfer to the host per epoch, not two.
+        return (flat, opt_state), jnp.stack([jnp.sum(totals) / n, objective(flat, val_data, n, centre)])
+
+    def distribution(params, obs):
+        return jax.vmap(policy.distribution, in_axes=(None, 0))(params, obs)
+
+    return FitStep(init=jax.jit(init), epoch=jax.jit(epoch, static_argnames="n"),
+                   val=jax.jit(objective, static_argnames="n"), distribution=jax.jit(distribution),
+                   ravel=ravel, unravel=host_unravel, key=key)
+
+
+def centre(policy, prior_scale: float) -> dict:
+    """The declared unconstrained values the `regularised` weights are pulled toward."""
+    pulled = regularised(policy, prior_scale)
+    declared = policy.init(jax.random.PRNGKey(0))  # weights' entries are the declared values, key-independent
+    return {name: declared[name] for name in pulled}
+
+
+def with_decay(state, factor: float):
+    """`state` with every learning rate scaled by `factor` (no recompile: it is state)."""
+    clip, adam, rate, decay = state
+    return clip, adam, rate, decay._replace(hyperparams=dict(decay.hyperparams, step_size=np.float32(factor)))
+
+
+__all__ = ["FitStep", "centre", "clear_cache", "fit_step", "learning_rates", "structure_key", "with_decay"]

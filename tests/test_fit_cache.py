@@ -1,0 +1,194 @@
+"""`polc fit` without recompiling (issue 18): the persistent compilation cache
+(`polc.runtime.il.jaxcache`) and the training step compiled once per structure
+(`polc.runtime.il.step`).
+
+The cache's directory and switches are checked in child processes, which start with
+no jax imported (as `polc` does) and an XDG_CACHE_HOME of their own: a test never
+writes to ~/.cache. Compiles are counted with jax.monitoring's
+`/jax/core/compile/backend_compile_duration` event (one per XLA compile).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+import polc
+from polc.cli import main
+from polc.runtime.il import jaxcache
+from polc.runtime.envs import toy
+from polc.runtime.il import step as fit_step
+from polc.runtime.il.train import FitConfig, fit, load_demos
+from polc.runtime.io.table import TableWriter, read_table
+from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, rollout
+
+QUICK = ["--restarts", "2", "--epochs", "30", "--check-episodes", "0", "--prior-scale", "inf", "-q"]
+CHILD = "import sys; from polc.cli import main; sys.exit(main(sys.argv[1:]))"
+
+_compiles = {"on": False, "n": 0}
+
+
+def _count(name: str, secs: float, **kw) -> None:
+    if _compiles["on"] and name == "/jax/core/compile/backend_compile_duration":
+        _compiles["n"] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count)
+
+
+def compiles_during(fn):
+    """(fn(), the number of XLA compiles it made)."""
+    _compiles.update(on=True, n=0)
+    try:
+        return fn(), _compiles["n"]
+    finally:
+        _compiles["on"] = False
+
+
+def compiled(src: str):
+    return polc.loads(src, "reach.pol", analyze=False).compile()
+
+
+@pytest.fixture(scope="module")
+def demo_path(tmp_path_factory) -> str:
+    policy = compiled(toy.reach_policy(0.8, 0.6, 0.1))
+    path = str(tmp_path_factory.mktemp("demos") / "reach.parquet")
+    with TableWriter(path, TraceLayout(policy.program, toy.SPEC.schema).columns(), {"kind": "test"}) as w:
+        rollout(policy, policy.init(jax.random.PRNGKey(0)), toy.SPEC, range(20), RolloutConfig(sample=True),
+                lambda ep: w.write_episode(ep.columns))
+    return path
+
+
+@pytest.fixture(scope="module")
+def pol_path(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("pol") / "reach.pol"
+    path.write_text(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
+    return str(path)
+
+
+def child_fit(pol: str, demos: str, out: Path, cache_home: Path, **env_extra: str) -> subprocess.CompletedProcess:
+    """`polc fit` in a fresh process whose cache lives under `cache_home`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_COMPILATION_CACHE_DIR", jaxcache.OFF_VARIABLE, "TF_CPP_MIN_LOG_LEVEL")}
+    env.update(XDG_CACHE_HOME=str(cache_home), JAX_PLATFORMS="cpu", **env_extra)
+    p = subprocess.run([sys.executable, "-c", CHILD, "fit", pol, "--demos", demos, "-o", str(out), *QUICK],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def weights(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    return {"weights": data["weights"], "val_loss": data["fit"]["val_loss"], "restarts": data["fit"]["restarts"]}
+
+
+def entries(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+@pytest.mark.slow
+def test_the_cache_fills_under_xdg_cache_home_and_gives_the_same_weights(pol_path, demo_path, tmp_path):
+    home = tmp_path / "xdg"
+    cold = child_fit(pol_path, demo_path, tmp_path / "cold.params", home)
+    root = home / "polc" / "jax"
+    files = entries(root)
+    assert files and all(f.parent == root / jaxcache.machine_key() for f in files)  # one directory per CPU
+    assert "cpu_aot_loader" not in cold.stderr
+    warm = child_fit(pol_path, demo_path, tmp_path / "warm.params", home)
+    assert "cpu_aot_loader" not in warm.stderr and "Assume version compatibility" not in warm.stderr
+    assert {f.name for f in entries(root)} == {f.name for f in files}  # every compile was loaded, none new
+    off = child_fit(pol_path, demo_path, tmp_path / "off.params", tmp_path / "off", POLC_NO_COMPILE_CACHE="1")
+    assert not entries(tmp_path / "off")
+    assert weights(tmp_path / "cold.params") == weights(tmp_path / "warm.params") == weights(tmp_path / "off.params")
+    assert off.stderr.count("\n") == cold.stderr.count("\n")  # the same messages, no cache noise
+
+
+def test_jax_compilation_cache_dir_is_respected(pol_path, demo_path, tmp_path):
+    own = tmp_path / "own"
+    child_fit(pol_path, demo_path, tmp_path / "x.params", tmp_path / "xdg", JAX_COMPILATION_CACHE_DIR=str(own))
+    assert entries(own) and not entries(tmp_path / "xdg")
+
+
+@pytest.fixture
+def fresh_cache_state(monkeypatch):
+    """jaxcache as in a new process, whose configuration of jax is recorded, not applied
+    (this test process shares one jax)."""
+    configured = []
+    monkeypatch.setattr(jaxcache, "_state", {})
+    monkeypatch.setattr(jaxcache, "_configure", configured.append)
+    for k in ("JAX_COMPILATION_CACHE_DIR", jaxcache.OFF_VARIABLE):
+        monkeypatch.delenv(k, raising=False)
+    return configured
+
+
+def test_enable_uses_xdg_cache_home_and_decides_once(fresh_cache_state, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = jaxcache.enable()
+    assert path == str(tmp_path / "polc" / "jax" / jaxcache.machine_key()) and Path(path).is_dir()
+    assert fresh_cache_state == [path]
+    monkeypatch.setenv(jaxcache.OFF_VARIABLE, "1")
+    assert jaxcache.enable() == path and fresh_cache_state == [path]  # the first call decided
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "true"])
+def test_polc_no_compile_cache_turns_it_off(fresh_cache_state, monkeypatch, tmp_path, value):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(jaxcache.OFF_VARIABLE, value)
+    assert jaxcache.enable() is None and fresh_cache_state == [] and not any(tmp_path.iterdir())
+
+
+def test_an_unwritable_cache_directory_warns_once_and_fit_still_runs(fresh_cache_state, monkeypatch, tmp_path,
+                                                                     pol_path, demo_path, capsys):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")  # mkdir under a file fails, for root too (unlike permission bits)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    out = tmp_path / "fit.params"
+    assert main(["fit", pol_path, "--demos", demo_path, "-o", str(out), *QUICK]) == 0
+    assert main(["fit", pol_path, "--demos", demo_path, "-o", str(out), *QUICK]) == 0
+    err = capsys.readouterr().err
+    warning = [ln for ln in err.splitlines() if "compile cache" in ln]
+    assert len(warning) == 1 and warning[0].startswith(f"polc: warning: the compile cache {blocker}/polc/jax/")
+    assert "cannot be used (Not a directory); running without it (set POLC_NO_COMPILE_CACHE=1" in warning[0]
+    assert fresh_cache_state == [] and out.exists()
+
+
+def test_a_second_fit_of_the_same_structure_compiles_nothing(demo_path):
+    demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
+    config = FitConfig(restarts=2, max_epochs=30, prior_scale=0.5)
+    first = fit(compiled(toy.reach_policy(kp=0.3, kd=0.1)), demos, config)
+    # A new compile of the same source, and one with other declared values: the same structure.
+    again, n_again = compiles_during(lambda: fit(compiled(toy.reach_policy(kp=0.3, kd=0.1)), demos, config))
+    other, n_other = compiles_during(lambda: fit(compiled(toy.reach_policy(kp=0.5, kd=0.2)), demos, config))
+    assert n_again == 0 and n_other == 0
+    assert _same(first.params, again.params) and first.best == again.best
+    assert not _same(first.params, other.params)  # the other start (and pull centre) is used, not the cached one's
+    # The reused step gives what a freshly compiled one gives, bit for bit.
+    fit_step.clear_cache()
+    fresh, n_fresh = compiles_during(lambda: fit(compiled(toy.reach_policy(kp=0.5, kd=0.2)), demos, config))
+    assert n_fresh > 0 and _same(fresh.params, other.params) and fresh.best == other.best
+
+
+def test_another_structure_gets_its_own_step(demo_path):
+    demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
+    config = FitConfig(restarts=1, max_epochs=5, prior_scale=math.inf)
+    fit(compiled(toy.reach_policy()), demos, config)
+    capped = toy.reach_policy(kd=0.1).replace("weight kd : real >= 0", "weight kd : real in [0, 0.5]")
+    _, n = compiles_during(lambda: fit(compiled(capped), demos, config))
+    assert n > 0
+    assert fit_step.structure_key(compiled(capped).program) != fit_step.structure_key(
+        compiled(toy.reach_policy()).program)
+    assert fit_step.structure_key(compiled(toy.reach_policy(kp=2.0)).program) == fit_step.structure_key(
+        compiled(toy.reach_policy()).program)  # declared values are arguments, not structure
+
+
+def _same(a: dict, b: dict) -> bool:
+    import numpy as np
+
+    return a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
