@@ -611,8 +611,8 @@ class _Checker(ExprChecker):
         if not any(k == "action" for k in self.kinds.values()):
             self.error(errors.no_actions(self.prog.decls[0].span if self.prog.decls
                                              else ast.Span(self.prog.file, 1, 1, 1, 2)))
-        if self.errors:
-            raise PolError(sorted(self.errors, key=_position), self.prog.text)
+        if self.errors:  # with the warnings found so far (unused names are not: an error hides uses)
+            raise PolError(sorted(self.errors + self.warnings, key=_position), self.prog.text)
         self.unused(intents)
         nodes = tuple(self.typed_nodes[n] for n in order if n in self.typed_nodes)
         header = self.prog_header

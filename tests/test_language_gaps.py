@@ -294,3 +294,11 @@ def test_emit_json_lists_every_elements_range(tmp_path, capsys):
     assert nodes["state"]["range"] == [-3, 3]
     assert nodes["state"]["element_ranges"] == [[0, 1.5], [-3, 3], [0, 3], [0, 3], [0, 3], [0, 3]]
     assert "element_ranges" not in nodes["tiles"] or len(nodes["tiles"]["element_ranges"]) == 12
+
+
+def test_a_checker_error_comes_with_the_checkers_warnings_found_so_far():
+    text = ("obs x : real\nobs y : real\nlatent a = 2 * x\nlatent b = true + y\n"
+            "action act : real = a + y\nexpect a increasing in y\n")
+    with pytest.raises(PolError) as e:
+        loads(text, "w.pol")
+    assert codes(e.value.diagnostics) == ["E0201", "W0110"]
