@@ -118,6 +118,20 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "obs a : real[-1, 1]",
         "obs a : real [0, 1.5]",
     ],
+    "The ranges of an observation's parts are `{[i] in [lo, hi], [a:b] >= lo}`: an index or slice of it, then a range, then an optional doc string.": [
+        "obs s : real[3] {",
+        "obs s : real[3] {}",
+        "obs s : real[3] {0 in [0, 1]}",
+        "obs s : real[3] {[0] [0, 1]}",
+        "obs s : real[3] {[0] in [0, 1]",
+        "obs s : real[3] {[0] in [0, 1] [1]",
+    ],
+    "A constant is `const NAME = EXPR`, e.g. `const lookahead = 6`.": [
+        "const",
+        "const n",
+        "const n 3",
+        "const = 3",
+    ],
     "An intent is `expect y increasing in x`, `expect y >= 0` or `expect y in [lo, hi]`, about a latent or an action `y`.": [
         "expect",
         "expect a",
