@@ -302,3 +302,24 @@ def test_a_checker_error_comes_with_the_checkers_warnings_found_so_far():
     with pytest.raises(PolError) as e:
         loads(text, "w.pol")
     assert codes(e.value.diagnostics) == ["E0201", "W0110"]
+
+
+# ---- 7. rational forms ------------------------------------------------------------------------------
+
+
+def test_the_papers_round3_slip_compression_is_proved_decreasing_in_the_raw_slip():
+    """`target_speed decreasing in p` through `slip_c = p / (1 + alpha * p)` (alpha >= 0, p >= 0):
+    unknown (W0407) before the rational rule, proved now."""
+    text = (ROOT / "examples/car_racing/slip/round3.pol").read_text()
+    text = text.replace("expect target_speed decreasing in slip_c", "expect target_speed decreasing in p")
+    p = loads(text, "round3.pol")
+    assert [(r.intent.text, r.status) for r in p.analysis.intents] == [
+        ("target_speed decreasing in p", "proved"), ("slip_c >= 0", "proved")]
+    assert not p.warnings
+
+
+def test_a_rational_form_whose_slope_changes_sign_is_not_proved():
+    # (p - s) / (1 + p): slope 1 + s, with s in [-2, 2] of either sign: refuted or unknown, never proved
+    p = loads("obs p : real in [0, 5]\nweight s : real in [-2, 2] = 0\nlatent f = (p - s) / (1 + p)\n"
+              "action a : real = f\nexpect f increasing in p\n")
+    assert p.analysis.intents[0].status != "proved"
