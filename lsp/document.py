@@ -279,7 +279,8 @@ def hover_name(doc: Document, name: str) -> str:
     if t is not None and sym.kind == "const":
         lines.append(f"value: `{_value_text(t.value)}`")
     if t is not None and getattr(t, "bounds", None) is not None:
-        lines.append("per element: " + ", ".join(f"`{_range_text(lo, hi)}`" for lo, hi in zip(*t.bounds)))
+        lines.append("per element" + (" (flat index)" if len(t.type.shape) > 1 else "") + ": "
+                     + ", ".join(f"{run} `{_range_text(lo, hi)}`" for run, lo, hi in _runs(t.bounds)))
     if t is not None and sym.kind == "weight":
         lines.append(f"initial value: `{_value_text(t.init)}`")
         if getattr(t, "prior", None) is not None:
@@ -295,6 +296,17 @@ def hover_name(doc: Document, name: str) -> str:
         lines.append("")
         lines.append(doc_string)
     return "  \n".join(lines)
+
+
+def _runs(bounds) -> list[tuple[str, float, float]]:
+    """Elements' ranges as runs of equal ones: ("0", lo, hi), ("2-5", lo, hi), ..."""
+    out: list[list] = []
+    for i, (lo, hi) in enumerate(zip(*bounds)):
+        if out and out[-1][2:] == [lo, hi]:
+            out[-1][1] = i
+        else:
+            out.append([i, i, lo, hi])
+    return [(str(a) if a == b else f"{a}-{b}", lo, hi) for a, b, lo, hi in out]
 
 
 def _ast_type(decl) -> str:

@@ -542,7 +542,7 @@ def test_constants_and_element_ranges_in_hover_outline_and_completion(lsp, tmp_p
     assert "**const** `lookahead` : `real`" in const and "value: `6`" in const
     state = hover(lsp, uri, position_of(NEW_SYNTAX, "obs state", 5))
     assert "declared range: `unbounded`" in state  # element 1 has no range
-    assert "per element: `[0, 1.5]`, `unbounded`, `[0, 3]`, `[0, 3]`, `[0, 3]`, `[0, 3]`" in state
+    assert "per element: 0 `[0, 1.5]`, 1 `unbounded`, 2-5 `[0, 3]`" in state
     tiles = hover(lsp, uri, position_of(NEW_SYNTAX, "obs tiles", 5))
     assert "`real[6, 4]`" in tiles
     symbols = lsp.run(lsp.client.text_document_document_symbol_async(L.DocumentSymbolParams(doc_id(uri))))
