@@ -28,9 +28,9 @@ demo: setup
 compile-demo: setup
 	$(PY) examples/quickstart.py
 
-# Every test, the slow ones included (CI runs exactly this).
+# Every test, the slow ones included (CI runs exactly this), on both cores as test-fast.
 test: setup system-deps
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # Everything but the tests marked slow, for the edit-test loop.
 # Both cores (pytest-xdist): tests that share a Ray instance or measure the sandbox's
