@@ -23,19 +23,23 @@ from .typed import BOOL, REAL, Type
 from .check_expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
 from .elements import element_bounds
 
-def _const_value(e: ast.Expr) -> Optional[Union[float, tuple]]:
-    """A weight's initial value: a number or a (nested) vector literal of numbers."""
+def _const_value(e: ast.Expr, consts: Optional[dict[str, float]] = None) -> Optional[Union[float, tuple]]:
+    """A weight's initial value or a prior's argument: a number or a (nested) vector literal of
+    numbers; with `consts`, numbers may be constant expressions (`2 * k0`, of `const` names)."""
     sign = 1.0
-    while isinstance(e, ast.Unary) and e.op in "-+":
-        sign = -sign if e.op == "-" else sign
-        e = e.operand
-    if isinstance(e, ast.Number):
-        return sign * e.value
-    if isinstance(e, ast.Vector) and sign == 1.0 and e.items:
-        items = [_const_value(i) for i in e.items]
+    inner = e
+    while isinstance(inner, ast.Unary) and inner.op in "-+":
+        sign = -sign if inner.op == "-" else sign
+        inner = inner.operand
+    if isinstance(inner, ast.Number):
+        return sign * inner.value
+    if isinstance(inner, ast.Vector) and sign == 1.0 and inner.items:
+        items = [_const_value(i, consts) for i in inner.items]
         if any(i is None for i in items):
             return None
         return tuple(items)
+    if consts and const_names(e) and all(n.id in consts for n in const_names(e)):
+        return fold(e, consts)
     return None
 
 
@@ -229,6 +233,19 @@ class _Checker(ExprChecker):
         self.consts[d.name] = v
         return T.Constant(d.name, v, d.doc, d.span)
 
+    def used_consts(self, e: ast.Expr) -> dict[str, float]:
+        """The constants' values, each constant `e` names counted as used."""
+        todo = [e]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, ast.Vector):
+                todo.extend(x.items)
+                continue
+            for n in const_names(x):
+                if n.id in self.consts:
+                    self.const_used.add(n.id)
+        return self.consts
+
     def dims(self, spec: ast.TypeSpec, report: bool = True) -> Optional[tuple[int, ...]]:
         """The dimensions of a type, a constant's name replaced by its value."""
         out = []
@@ -312,7 +329,7 @@ class _Checker(ExprChecker):
         if typ is None:
             return None
         self.types[d.name] = typ
-        value = _const_value(d.init)
+        value = _const_value(d.init, self.used_consts(d.init))
         if value is None:
             self.error(errors.init_not_constant(d.init.span, d.name))
             return None
@@ -362,7 +379,7 @@ class _Checker(ExprChecker):
             return None
         args = []
         for name in family.params:
-            v = _const_value(given[name])
+            v = _const_value(given[name], self.used_consts(given[name]))
             if not isinstance(v, float) or not math.isfinite(v):
                 self.error(errors.prior_not_constant(given[name].span, p.dist, name))
                 return None

@@ -323,3 +323,15 @@ def test_a_rational_form_whose_slope_changes_sign_is_not_proved():
     p = loads("obs p : real in [0, 5]\nweight s : real in [-2, 2] = 0\nlatent f = (p - s) / (1 + p)\n"
               "action a : real = f\nexpect f increasing in p\n")
     assert p.analysis.intents[0].status != "proved"
+
+
+def test_constants_in_weight_initial_values_and_prior_arguments():
+    p = loads("const g0 = 0.3\nconst spread = g0 / 3\nobs x : real\n"
+              "weight k : real >= 0 = g0 ~ normal(g0, spread)\nweight v : real[2] = [g0, -g0]\n"
+              "action a : real = k * x + sum(v) * x\n")
+    k, v = p.typed.decl("k"), p.typed.decl("v")
+    assert k.init == 0.3 and k.prior.args == pytest.approx((0.3, 0.1)) and v.init == (0.3, -0.3)
+    assert not p.warnings  # every constant counted as used
+    with pytest.raises(PolError) as e:  # a weight's value is still not a constant
+        loads("weight k : real = 1\nweight j : real = 2 * k\naction a : real = k + j\n")
+    assert codes(e.value.diagnostics) == ["E0304"]
