@@ -106,3 +106,14 @@ def test_a_refusal_of_n_means_one_at_a_time(tmp_path, status, message):
     assert not completes_n(call.backend)
     assert "did not give 2 replies in one request" in notices[0] and message in notices[0]
     assert call.counts.calls == 1 and len(read_exchanges(tmp_path / "exchanges.jsonl")) == 1
+
+
+def test_a_replay_that_differs_stops_rather_than_asking_one_at_a_time(tmp_path):
+    from polc.runtime.llm import ReplayMismatch
+
+    with FakeAPI([chat_choices(["one", "two"])]) as fake:
+        Caller(TimeLimited(backend(fake.url), 30), tmp_path, 0).many(PROMPT, 2, ["a", "b"])
+    call = Caller(TimeLimited(ReplayBackend(tmp_path), 30), tmp_path / "again", 0)
+    with pytest.raises(ReplayMismatch, match="Request 1 differs"):
+        call.many([Message("user", "something else")], 2, ["a", "b"])
+    assert completes_n(call.backend)  # the mismatch is not taken for a refusal of n

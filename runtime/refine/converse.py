@@ -94,12 +94,12 @@ class Caller:
 
     def many(self, messages: list[Message], n: int, purposes: Sequence[str]) -> list[str]:
         """Up to `n` replies to `messages` from one request, when the backend can (`completes_n`);
-        [] when it cannot, or that request fails in any way but running out of time (the
-        backend is then not asked for n again; the caller asks one at a time, and a failure
-        that is not about n shows there). Each reply is recorded as its own exchange, `choice`
-        j of `choices` m, named by `purposes[j]`; `calls` counts replies and `requests` the one
-        request."""
-        from ..llm import LLMError, TimedOut, completes_n
+        [] when it cannot, or that request fails in any way but running out of time or a
+        replay's mismatch (the backend is then not asked for n again; the caller asks one at
+        a time, and a failure that is not about n shows there). Each reply is recorded as its
+        own exchange, `choice` j of `choices` m, named by `purposes[j]`; `calls` counts
+        replies and `requests` the one request."""
+        from ..llm import LLMError, ReplayMismatch, TimedOut, completes_n
 
         if n < 2 or not completes_n(self.backend):
             return []
@@ -107,7 +107,7 @@ class Caller:
             self.meter.check(messages, n)
         try:
             got = self.backend.complete_n(messages, n)[:n]
-        except TimedOut:
+        except (TimedOut, ReplayMismatch):  # not about n: asking one at a time would fail the same way
             raise
         except LLMError as e:
             self.backend.n_refused = True
