@@ -93,6 +93,37 @@ def test_a_step_that_keeps_failing_is_named_after_every_step_not_needing_it_fini
     assert "'rl-mlp': its worker died 2 times" in str(e.value) and "failed: " in str(e.value)
 
 
+@pytest.mark.slow
+def test_a_steps_evaluation_spread_over_tasks_is_the_one_process_evaluation(cluster, tmp_path, monkeypatch):
+    import dataclasses
+
+    import jax
+    import numpy as np
+
+    from polc.runtime.experiment import QUICK, TASKS, Experiment, distributed
+    from polc.runtime.trace.evaluate import evaluate, evaluate_expert
+    from polc.runtime.trace.rollout import RolloutConfig
+
+    budget = dataclasses.replace(QUICK, seeds=4, max_steps=60)
+    exp = Experiment(TASKS["car_racing"], budget, str(tmp_path / "out"), say=lambda s: None)
+    exp._claim()
+    mlp = next(s for s in exp.task.structures if s.key == "mlp")
+    exp._structure_file(mlp, {})
+    policy = exp._policy(mlp)
+    params = policy.init(jax.random.PRNGKey(0))
+    call = distributed.StepCall("car_racing", budget, str(tmp_path / "out"), str(exp.folder.resolve()), None, False,
+                                "eval-mlp-il")
+    monkeypatch.setattr(distributed, "SHARE", 1)  # 4 seeds in 2 shares (one per CPU), 2 tasks
+    config = RolloutConfig(n_envs=4, sample=True)
+    spread = distributed.spread_evaluation(call, mlp, params, config)
+    local = evaluate(policy, params, exp.spec, exp.seeds, config)
+    assert list(spread.seeds) == list(exp.seeds)
+    np.testing.assert_array_equal(spread.returns, local.returns)
+    np.testing.assert_array_equal(spread.lengths, local.lengths)
+    expert = distributed.spread_evaluation(call, None, None, None)
+    np.testing.assert_array_equal(expert.returns, evaluate_expert(exp.spec, exp.seeds).returns)
+
+
 def test_a_step_needing_an_unplanned_step_is_refused_before_anything_runs():
     with pytest.raises(ValueError, match="neither planned nor finished: fit"):
         run_graph([Node("eval", ("fit",), lambda d: {})])

@@ -6,7 +6,9 @@ tasks (fit -> evaluations and RL runs -> the table), as many at once as the clus
 A finished step (its steps/<name>.json) is never sent: its saved result is used. Every other
 step runs in a Ray worker as `StepCall`, which builds the same Experiment there (once per
 worker process, so a structure compiles once per worker) and runs the step's own code, so a
-step's result is the one a local run computes. The driver saves each result as it arrives,
+step's result is the one a local run computes; an evaluation of many seeds (the expert's, a
+structure's) is itself spread over tasks, a share of the seeds each (`spread_evaluation`).
+The driver saves each result as it arrives,
 so a failure later loses nothing; a step that keeps failing fails the command naming it,
 after every step that does not need it has finished (`cluster.graph`).
 
@@ -22,9 +24,9 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from .plan import Budget, TASKS
+from .plan import Budget, Structure, TASKS
 from .run import Experiment, ExperimentError, Step
 
 _HERE: dict[tuple, Experiment] = {}  # in a Ray worker: the experiments its steps belong to
@@ -50,9 +52,11 @@ class StepCall:
                 raise ExperimentError(
                     f"the output directory {self.out} is not on the node {socket.gethostname()}: an experiment on "
                     f"several machines needs it on a filesystem every node mounts at that path (docs/ray.md)")
-            _HERE[key] = Experiment(TASKS[self.task], self.budget, self.out, llm=self.llm, progress=False,
-                                    skip_rl=self.skip_rl, folder=self.folder,
-                                    say=lambda s: print(s, file=sys.stderr, flush=True))
+            exp = Experiment(TASKS[self.task], self.budget, self.out, llm=self.llm, progress=False,
+                             skip_rl=self.skip_rl, folder=self.folder,
+                             say=lambda s: print(s, file=sys.stderr, flush=True))
+            exp.spread = lambda structure, params, config: spread_evaluation(self, structure, params, config)
+            _HERE[key] = exp
         return _HERE[key]
 
     def __call__(self, deps: dict) -> dict:
@@ -61,6 +65,51 @@ class StepCall:
         result = exp.timed(self.name, lambda: step.compute(deps))
         result["ran_on"] = {"host": socket.gethostname(), "pid": os.getpid()}
         return result
+
+
+SHARE = 8  # seeds a share at least: a smaller share's task costs more than it saves
+
+
+def spread_evaluation(call: StepCall, structure: Optional[Structure], params: Any, config: Any):
+    """In a step on Ray: the step's evaluation (of `structure` with `params`, or of the expert
+    when it is None) on every seed, its seeds split into shares of at least `SHARE`, one Ray
+    task each (up to one per CPU of the cluster), merged in seed order. An episode depends only
+    on its seed, so this is the EvalResult one process computes. While this step waits for
+    them, Ray lends its CPU to the shares."""
+    import ray
+
+    from ..cluster.graph import RETRIES
+    from ..cluster.pool import shares
+    from ..cluster.remote import _share_config, host_params, merge_evaluations
+    from ..trace.vector import MAX_BATCH
+
+    seeds = [int(x) for x in call.experiment().seeds]
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    parts = shares(len(seeds), min(cpus, len(seeds) // SHARE), MAX_BATCH)
+    key = None if structure is None else structure.key
+    if len(parts) == 1:
+        return _evaluate_share(call, key, params, seeds, config)
+    task = ray.remote(num_cpus=1, max_retries=RETRIES, retry_exceptions=False)(_evaluate_share)
+    ref = ray.put(None if params is None else host_params(params))
+    refs = [task.remote(call, key, ref, seeds[a:b], None if config is None else _share_config(config, b - a))
+            for a, b in parts]
+    try:
+        return merge_evaluations(ray.get(refs))
+    except ray.exceptions.RayTaskError as e:  # the share's own error (a non-finite action), as raised there
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, BaseException):
+            raise cause from None
+        raise
+
+
+def _evaluate_share(call: StepCall, key: Optional[str], params: Any, seeds: list, config: Any):
+    from ..trace.evaluate import evaluate, evaluate_expert
+
+    exp = call.experiment()
+    if key is None:
+        return evaluate_expert(exp.spec, seeds)
+    structure = next(s for s in exp.task.structures if s.key == key)
+    return evaluate(exp._policy(structure), params, exp.spec, seeds, config)
 
 
 def run_on_ray(exp: Experiment, steps: list[Step], address: str) -> dict[str, dict]:
@@ -105,4 +154,4 @@ def run_on_ray(exp: Experiment, steps: list[Step], address: str) -> dict[str, di
         raise Failure(f"{e}.") from None
 
 
-__all__ = ["StepCall", "run_on_ray"]
+__all__ = ["SHARE", "StepCall", "run_on_ray", "spread_evaluation"]

@@ -86,6 +86,9 @@ class Experiment:
         self.demo = self._demo_path()
         self.seconds: dict[str, float] = {}
         self._compiled: dict[str, Any] = {}  # structure key -> CompiledPolicy: one compile (and jit cache) per run
+        # A step on Ray spreads its evaluation's seeds over tasks (`distributed`): spread(structure
+        # or None for the expert, params, config) -> the EvalResult of every seed. None: in process.
+        self.spread: Optional[Callable[[Optional[Structure], Any, Any], Any]] = None
 
     # ---- steps --------------------------------------------------------------------------
 
@@ -250,6 +253,8 @@ class Experiment:
     def _expert(self, deps: dict) -> dict:
         from ..trace.evaluate import evaluate_expert
 
+        if self.spread is not None:
+            return {"eval": _scores(self.spread(None, None, None))}
         return {"eval": _scores(evaluate_expert(self.spec, self.seeds))}
 
     def _refine(self, deps: dict) -> dict:
@@ -321,10 +326,16 @@ class Experiment:
         policy = self._policy(s)
         params = load_params(str(self.out / params_file), policy)
         n = default_n_envs(len(self.seeds))
-        mean = evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n))
+
+        def run(config):
+            if self.spread is not None:  # a step on Ray: its seeds spread over tasks
+                return self.spread(s, params, config)
+            return evaluate(policy, params, self.spec, self.seeds, config)
+
+        mean = run(RolloutConfig(n_envs=n))
         sampled = None
         if all(a.std is not None for a in policy.program.actions):
-            sampled = _scores(evaluate(policy, params, self.spec, self.seeds, RolloutConfig(n_envs=n, sample=True)))
+            sampled = _scores(run(RolloutConfig(n_envs=n, sample=True)))
         return {"params": params_file, "mean": _scores(mean), "sampled": sampled}
 
     def _rl(self, s: Structure, params_file: str, label: str, resets: int, seed: int) -> dict:
