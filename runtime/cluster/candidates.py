@@ -1,8 +1,12 @@
 """A refinement round's candidate population fitted and scored on a Ray cluster: one Ray task
-(one CPU) per candidate, each running `refine.candidates.evaluate_candidates` on its one
-candidate, so every score is the one the local call computes and they come back in order.
+(one CPU) per candidate, each running the caller's `evaluate` (`refine.candidates`' local
+`evaluate_candidates`) on its one candidate, so every score is the one the local call computes
+and they come back in order.
 
-    scores = ray_evaluate_candidates("auto", candidates, demo, spec, seeds, settings, fit)
+    scores = ray_evaluate_candidates("auto", evaluate, candidates, demo, spec, seeds, settings, fit)
+
+The evaluation is passed in, not imported: the cluster layer serves the refinement loop and
+never imports it (imports go one way).
 
 `refine.candidates.evaluate_candidates` sends a population of two or more here when
 $POLC_RAY_ADDRESS names a cluster. A worker that dies has its candidate rerun (Ray's task
@@ -19,20 +23,19 @@ from .connect import ClusterError, _import_ray, connected
 from .graph import RETRIES
 
 
-def _one(candidate, demo, spec, seeds, settings, fit):
-    from ..refine.candidates import evaluate_candidates
-
-    return evaluate_candidates([candidate], demo, spec, seeds, settings, fit, local=True)[0]
+def _one(evaluate, candidate, demo, spec, seeds, settings, fit):
+    return evaluate([candidate], demo, spec, seeds, settings, fit, local=True)[0]
 
 
-def ray_evaluate_candidates(address: str, candidates: Sequence[Any], demo: Any, spec: Any, seeds: Sequence[int],
-                            settings: Any, fit: Optional[Callable[..., Any]] = None) -> list:
+def ray_evaluate_candidates(address: str, evaluate: Callable[..., list], candidates: Sequence[Any], demo: Any,
+                            spec: Any, seeds: Sequence[int], settings: Any,
+                            fit: Optional[Callable[..., Any]] = None) -> list:
     """One `Score` per candidate, in order, each computed by a Ray task (module docstring)."""
     ray = _import_ray()
     with connected(address):
         task = ray.remote(num_cpus=1, max_retries=RETRIES, retry_exceptions=False)(_one)
         shared = [ray.put(x) for x in (demo, spec, list(seeds), settings, fit)]
-        refs = [task.remote(c, *shared) for c in candidates]
+        refs = [task.remote(evaluate, c, *shared) for c in candidates]
         out = []
         for c, ref in zip(candidates, refs):
             try:

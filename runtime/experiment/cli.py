@@ -34,7 +34,13 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         else f"polc experiment {task.name}" + (" --quick" if args.quick else "") + f" -o {out}"
     try:
         exp = Experiment(task, budget, str(out), llm=args.llm, progress=not args.quiet, skip_rl=args.skip_rl)
-        found = exp.run(ray=ray_address(args))
+        address = ray_address(args)
+        if address is None:
+            found = exp.run()
+        else:
+            from .distributed import run_on_ray
+
+            found = exp.run(lambda exp, steps: run_on_ray(exp, steps, address))
     except ExperimentError as e:
         print(f"polc: {e}.", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """`polc experiment --ray auto|ADDRESS`: the experiment's steps as a dependency graph of Ray
 tasks (fit -> evaluations and RL runs -> the table), as many at once as the cluster has CPUs.
 
-    results = run_on_ray(exp, exp.plan(), "auto")   # what Experiment.run(ray="auto") does
+    results = run_on_ray(exp, exp.plan(), "auto")   # what Experiment.run does with it as its runner
 
 A finished step (its steps/<name>.json) is never sent: its saved result is used. Every other
 step runs in a Ray worker as `StepCall`, which builds the same Experiment there (once per

@@ -2,7 +2,7 @@
 
     exp = Experiment(TASKS["car_racing"], FULL, "results/car_racing", llm=None)
     result = exp.run()          # -> dict, also written as results.json
-    result = exp.run(ray="auto")  # the same, the steps side by side on Ray (`distributed`)
+    result = exp.run(lambda exp, steps: run_on_ray(exp, steps, "auto"))  # the same, on Ray (`distributed`)
 
 `plan()` lists the steps in the order one process runs them, each naming the steps
 whose results it needs (fit -> evaluations and RL runs; an RL run's high budget
@@ -177,20 +177,19 @@ class Experiment:
                                       (rl,), lambda deps, s=s, rl=rl: self._evaluate(s, deps[rl]["params"])))
         return steps
 
-    def run(self, ray: Optional[str] = None) -> dict:
-        """Every step (in this process, or on the Ray cluster at `ray`: auto or an address);
-        the results (written to results.json etc. by `report`)."""
+    def run(self, runner: Optional[Callable[["Experiment", list], dict]] = None) -> dict:
+        """Every step, in this process or by `runner(self, steps)` -> each step's result
+        (`distributed.run_on_ray`: side by side on a Ray cluster; passed in, so this module
+        never imports the distributed one); the results (written to results.json etc. by `report`)."""
         self._claim()
         steps = self.plan()
-        if ray is None:
+        if runner is None:
             results: dict[str, dict] = {}
             for step in steps:
                 results[step.name] = self._step(step.name, step.what,
                                                 lambda step=step: step.compute({d: results[d] for d in step.deps}))
         else:
-            from .distributed import run_on_ray
-
-            results = run_on_ray(self, steps, ray)
+            results = runner(self, steps)
         return self.rows(results)
 
     def rows(self, results: dict[str, dict]) -> dict:

@@ -53,7 +53,8 @@ def evaluate_candidates(candidates: Sequence[Candidate], demo: Any, spec: Any, s
         if os.environ.get(ENV):
             from ..cluster.candidates import ray_evaluate_candidates
 
-            return ray_evaluate_candidates(os.environ[ENV], candidates, demo, spec, seeds, settings, fit)
+            return ray_evaluate_candidates(os.environ[ENV], evaluate_candidates, candidates, demo, spec, seeds,
+                                           settings, fit)
     from ..envs.finite import NonFiniteAction
     from ..trace.evaluate import evaluate
     from .work import FitFailed, fit_program, rollout_config
