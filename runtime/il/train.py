@@ -13,7 +13,8 @@ which is maximum likelihood for that weight). The validation loss is the same
 objective on the held-out rows. Weights are optimised in their UNCONSTRAINED space (the
 params `policy.init` makes), so every constraint holds at every step by
 construction. Adam over shuffled minibatches (learning rate 1e-2 for the
-named weights, 1e-3 for mlp blocks), one jitted `lax.scan` per epoch; a random
+named weights, 1e-3 for mlp blocks), one jitted `lax.scan` per epoch, compiled
+once per structure and reused by every restart and later fit (`step.py`); a random
 `val_fraction` of the rows is held out; the learning rates halve after
 `lr_patience` epochs without a validation improvement, and a restart stops
 after `patience` such epochs, keeping its best params. Restart 0 starts from
@@ -36,7 +37,7 @@ import numpy as np
 from polc import typed as T
 
 from .defaults import PRIOR_SCALE
-from .losses import Batch, kind, objective, regularised
+from .losses import Batch, kind, regularised
 from ..io.table import Table
 
 
