@@ -92,18 +92,21 @@ def test_kill_9_mid_round_then_resume(task, reference, tmp_path):
     run_path = tmp_path / "run"
     args = [sys.executable, "-c", KILLED_RUN, str(task), str(run_path), str(Path(__file__).parent),
             str(tmp_path / "session")]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr to a file, not a pipe: nobody reads a pipe while the run goes on, and a child that
+    # writes more than the pipe holds (JAX's warnings, a long traceback) would block on it.
+    err = tmp_path / "stderr.log"
+    with err.open("wb") as stderr:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr)
     marker = run_path / "round_01" / "params.json"  # round 1 has begun: round 0 is complete
     try:
         deadline = time.monotonic() + 240
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert proc.poll() is None, err.read_text(errors="replace")[-2000:]
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.kill()
         proc.wait()
-        proc.stderr.close()
     run = RunDir.open(run_path)
     assert run.complete_rounds() == [0]
     for path in run.round_dir(0).iterdir():  # everything of the complete round is whole
