@@ -3,7 +3,7 @@
     polc generate TASK.md --env car_racing -o initial.pol [--llm SPEC]
     polc refine TASK_DIR [--rounds 6] [--llm SPEC] [--llm-option KEY=VALUE]... [--feedback analysis|table|none]
                 [-o runs/NAME] [--quick] [--max-tokens N] [--max-cost USD] [--prices FILE]
-                [--candidates K] [--seed N]
+                [--candidates K [--ray auto|ADDRESS]] [--seed N]
     polc refine --resume runs/NAME [--max-tokens N] [--max-cost USD]
 
 Without --llm a run uses the first provider whose key is set: Gemini (gemini-2.5-flash) with
@@ -20,7 +20,9 @@ never answers, or trickles its reply) stops the run, which `--resume` continues.
 
 Budgets (budget.py): `--max-tokens` and `--max-cost` stop the run before a call that would
 exceed them; the cost comes from the price table (polc.runtime.llm.prices, `--prices FILE`).
-`--candidates K` asks for K revisions per REVISE move and keeps the best (population.py).
+`--candidates K` asks for K revisions per REVISE move and keeps the best (population.py);
+with `--ray auto|ADDRESS` (or $POLC_RAY_ADDRESS) a round's candidates are fitted and scored on
+that Ray cluster, one task each, with the local scores (polc.runtime.cluster.candidates).
 
 Exit codes: 0 the run finished (STOP, its last round, or already finished); 1 it stopped
 on an error to fix (the provider, the task, the sandbox; `--resume` continues it); 2 bad
@@ -35,6 +37,7 @@ continues it. 130 interrupted. `polc generate` exits 4 on unusable replies too.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -272,6 +275,11 @@ def cmd_refine(args: argparse.Namespace) -> int:
     from .report import Progress
     from .rundir import RunDirError
 
+    from ..cluster.flags import ENV, ray_address
+
+    address = ray_address(args)
+    if address:  # the candidates' hook reads the cluster's address from the environment
+        os.environ[ENV] = address
     try:
         run, task, settings, choice = _resumed_run(args) if args.resume else _new_run(args)
         prices, budget = _costs(args, run, choice)
@@ -283,6 +291,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
            f"{choice.spec}, feedback {settings.feedback}, up to {settings.rounds} rounds"
            + (" (quick: short episodes, few seeds)" if settings.quick else "")
            + (f", {settings.candidates} candidate revisions per REVISE" if settings.candidates > 1 else "")
+           + (f", candidates scored on Ray ({address})" if address and settings.candidates > 1 else "")
            + (f", budget {budget.describe()}" if budget.max_tokens or budget.max_cost else ""))
     if notice:
         ui.say(notice)
@@ -479,6 +488,9 @@ def register(sub: Any) -> None:
     c.add_argument("--candidates", type=int, default=1, metavar="K",
                    help="revisions asked for per REVISE move; each is checked, fitted and scored, the best kept")
     c.add_argument("--seed", type=int, default=0, help="the fit's seed and the candidates' tie-breaking order")
+    from ..cluster.flags import add_ray_flags
+
+    add_ray_flags(c, workers=False)  # with --candidates K >= 2: one Ray task per candidate
     _timeout_flag(c)
     c.set_defaults(func=cmd_refine)
 
