@@ -276,7 +276,9 @@ def cmd_refine(args: argparse.Namespace) -> int:
     from .rundir import RunDirError
 
     from ..cluster.flags import ENV, ray_address
+    from ..il.jaxcache import enable
 
+    enable()  # the persistent compilation cache, as every command under runtime.cli's guard has it
     address = ray_address(args)
     if address:  # the candidates' hook reads the cluster's address from the environment
         os.environ[ENV] = address
