@@ -18,6 +18,12 @@ import shutil
 import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Ray reads these when it is imported, so they are set here, before any test module imports it:
+# with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 a local instance honours _node_ip_address="127.0.0.1"
+# (without it, Ray binds the machine's own address, and the tests talk only to 127.0.0.1), and
+# no usage report is attempted.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 if "POLC_TEST_SESSION_DIR" not in os.environ:
     os.environ["POLC_TEST_SESSION_DIR"] = tempfile.mkdtemp(prefix="polc-tests-")

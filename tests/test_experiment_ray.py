@@ -35,6 +35,7 @@ pytestmark = [
 def cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
+        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # tests/conftest.py
         yield
     finally:
         ray.shutdown()
