@@ -82,6 +82,10 @@ class GeminiBackend:
             raise self._explain(e) from e
         return Reply(_reply_text(response), *_token_counts(response), time.monotonic() - start)
 
+    def close(self) -> None:
+        """Close the HTTP client and its pooled connections (the backend is not used again)."""
+        self._client.close()
+
     def abandon(self) -> None:
         """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client, so a
         call still retrying fails at once and its connections do not linger. The backend is
