@@ -83,3 +83,27 @@ def cli_stderr(monkeypatch):
         return original(diags, text, fmt, out if out is not None else sys.stderr)
 
     monkeypatch.setattr(cli, "_emit_diagnostics", emit)
+
+
+@pytest.fixture(autouse=True)
+def _closed_llm_clients(monkeypatch):
+    """Every SDK backend a test makes (Gemini, OpenAI, Anthropic) is closed after the test: a
+    client left to the garbage collector warns about its open socket (an error here) in
+    whichever later test the collection happens to fall."""
+    from polc.runtime.llm.anthropic_backend import AnthropicBackend
+    from polc.runtime.llm.gemini import GeminiBackend
+    from polc.runtime.llm.openai_backend import OpenAIBackend
+
+    made = []
+    for cls in (GeminiBackend, OpenAIBackend, AnthropicBackend):
+        def init(self, *args, _original=cls.__init__, **kwargs):
+            _original(self, *args, **kwargs)
+            made.append(self)
+
+        monkeypatch.setattr(cls, "__init__", init)
+    yield
+    for backend in made:
+        try:
+            backend.close()
+        except Exception:  # noqa: BLE001 - a test may have closed or abandoned it already
+            pass

@@ -18,29 +18,17 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from ray_helpers import RAY_MARKS, cluster  # noqa: E402, F401 (cluster: a fixture)
+
 from polc.cli import main as polc  # noqa: E402
 from polc.runtime.cluster.graph import GraphError, Node, run_graph  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [
-    pytest.mark.xdist_group("ray"),  # with tests/test_ray.py: one Ray instance at a time (the module fixtures)
-    pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-]
+pytestmark = RAY_MARKS
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # tests/conftest.py
-        yield
-    finally:
-        ray.shutdown()
-
-
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_steps_run_after_the_steps_they_need_and_finished_ones_are_not_sent(cluster):
     def make(name):
         return lambda deps: {"name": name, "deps": sorted(deps), "sum": 1 + sum(d["sum"] for d in deps.values()),
@@ -60,6 +48,7 @@ def test_steps_run_after_the_steps_they_need_and_finished_ones_are_not_sent(clus
     assert {r["pid"] for n, r in results.items() if n != "expert"} - {os.getpid()}  # they ran in workers
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_step_whose_worker_dies_once_is_rerun_on_another(cluster, tmp_path):
     marker = tmp_path / "died"
 
@@ -73,6 +62,7 @@ def test_a_step_whose_worker_dies_once_is_rerun_on_another(cluster, tmp_path):
     assert results["flaky"] == {"ok": True} and marker.exists()
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_step_that_keeps_failing_is_named_after_every_step_not_needing_it_finished(cluster):
     def always_dies(deps):
         os._exit(1)

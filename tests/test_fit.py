@@ -61,6 +61,7 @@ def demos(demo_path) -> Demos:
     return load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_fitting_recovers_the_weights_that_generated_the_demonstration(demos):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
     result = fit(policy, demos, FitConfig(restarts=2, prior_scale=math.inf))
@@ -93,6 +94,7 @@ def test_actions_without_noise_are_fitted_by_squared_error(demos):
     assert float(w["kd"]) == pytest.approx(TRUE["kd"], rel=0.08)
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_constraints_hold_by_construction(demos):
     # The demonstration wants kd = 0.6; a structure that caps it at 0.5 ends just inside the cap.
     policy = compiled(toy.reach_policy(kd=0.1).replace("weight kd : real >= 0", "weight kd : real in [0, 0.5]"))
@@ -148,6 +150,7 @@ def _with_far(prior: str, kp_prior: str = "") -> str:
     return src + f'weight k_far : real = 1.0 {prior} "push when far from the target"\n'
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_map_pulls_an_unexcited_weight_to_its_prior_and_keeps_the_identified_ones(demos):
     config = FitConfig(batch_size=512, restarts=1, prior_scale=math.inf)
     # A weak, off-centre prior on kp (sd 1 around 0.5) hardly moves it from the data's 0.8.
@@ -160,6 +163,7 @@ def test_map_pulls_an_unexcited_weight_to_its_prior_and_keeps_the_identified_one
     assert float(plain.constrain(fit(plain, demos, config).params)["k_far"]) == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_prior_scale_holds_mean_weights_near_their_declared_values_but_not_the_noise_std(demos):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
     result = fit(policy, demos, FitConfig(batch_size=512, restarts=1, prior_scale=0.01))

@@ -110,6 +110,7 @@ def test_the_cache_fills_under_xdg_cache_home_and_gives_the_same_weights(pol_pat
     assert off.stderr.count("\n") == cold.stderr.count("\n")  # the same messages, no cache noise
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_jax_compilation_cache_dir_is_respected(pol_path, demo_path, tmp_path):
     own = tmp_path / "own"
     child_fit(pol_path, demo_path, tmp_path / "x.params", tmp_path / "xdg", JAX_COMPILATION_CACHE_DIR=str(own))

@@ -71,6 +71,7 @@ def test_environment_base_url_options_and_missing_key(monkeypatch):
         make_backend("anthropic:claude-sonnet-4-5")
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_401_and_404():
     with FakeAPI([(401, error_body("authentication_error", "invalid x-api-key"), 0),
                   (404, error_body("not_found_error", "model: fake"), 0)]) as fake:
@@ -81,6 +82,7 @@ def test_401_and_404():
     assert len(fake.requests) == 2
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_429_honours_retry_after_and_overloaded_529_is_retried():
     script = [(429, error_body("rate_limit_error", "slow down"), 0, {"Retry-After": "1"}),
               (529, error_body("overloaded_error", "Overloaded"), 0),

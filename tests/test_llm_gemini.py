@@ -44,23 +44,6 @@ def fake_key(monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", "test-key-123")
 
 
-@pytest.fixture(autouse=True)
-def _closed_clients(monkeypatch):
-    """Every backend a test makes is closed after it: an SDK client left to the garbage
-    collector warns about its open socket in whichever later test the collection falls."""
-    made = []
-    original = GeminiBackend.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        made.append(self)
-
-    monkeypatch.setattr(GeminiBackend, "__init__", init)
-    yield
-    for b in made:
-        b.close()
-
-
 def backend(url, **overrides):
     return GeminiBackend("gemini-test", GeminiConfig(base_url=url, **{**FAST, **overrides}))
 

@@ -168,6 +168,7 @@ def test_connection_refused():
 from refine_helpers import ANALYSIS, STOP, fits_once, revise, task  # noqa: E402,F401 - fixtures
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_refine_on_the_toy_task_through_an_openai_compatible_server(task, tmp_path, monkeypatch, capsys):
     import json
 

@@ -18,26 +18,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from ray_helpers import RAY_MARKS, cluster  # noqa: E402, F401 (cluster: a fixture)
+
 from polc.cli import main as polc  # noqa: E402
 from polc.runtime.envs import toy  # noqa: E402
 
-pytestmark = [
-    pytest.mark.xdist_group("ray"),  # one worker, one Ray instance (the module's fixture)
-    # Ray starts its processes with subprocess after JAX's threads exist; they exec at once.
-    pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
-        yield
-    finally:
-        ray.shutdown()
+pytestmark = RAY_MARKS
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +40,7 @@ def _json_eval(capsys, *extra) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_eval_with_ray_equals_the_local_evaluation(cluster, policy_file, capsys):
     args = [policy_file, "--env", "toy_reach", "--seeds", "6", "--sample"]
     local = _json_eval(capsys, *args)
@@ -62,6 +49,7 @@ def test_eval_with_ray_equals_the_local_evaluation(cluster, policy_file, capsys)
     assert len(remote["per_seed"]) == 6
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_rollout_with_ray_writes_the_local_trace(cluster, policy_file, tmp_path):
     import pyarrow.parquet as pq
 
@@ -75,6 +63,7 @@ def test_rollout_with_ray_writes_the_local_trace(cluster, policy_file, tmp_path)
     assert sorted(set(tb.column("episode").to_pylist())) == list(range(5))
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_one_rl_update_with_ray_reaches_the_local_params(cluster, policy_file, tmp_path):
     import polc as polc_lib
     from polc.runtime.io.params import load_params
@@ -94,6 +83,7 @@ def test_one_rl_update_with_ray_reaches_the_local_params(cluster, policy_file, t
     assert logs[1][0]["resets"] == 4
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_worker_killed_mid_evaluation_has_its_episodes_rerun(cluster, policy_file):
     import jax
     import polc as polc_lib
@@ -134,6 +124,7 @@ def test_an_address_nobody_answers_at_is_a_clear_error_naming_it():
     assert host_port("ray://127.0.0.1:10001") == ("127.0.0.1", 10001)
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_without_ray_no_command_imports_ray(policy_file, tmp_path):
     code = (
         "import sys\n"

@@ -12,26 +12,13 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from ray_helpers import RAY_MARKS, cluster  # noqa: E402, F401 (cluster: a fixture)
+
 from polc.runtime.cluster.flags import ENV  # noqa: E402
 from polc.runtime.envs import toy  # noqa: E402
 from polc.runtime.refine.candidates import Candidate, evaluate_candidates  # noqa: E402
 
-pytestmark = [
-    pytest.mark.xdist_group("ray"),  # one Ray instance at a time (the module fixtures)
-    pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # tests/conftest.py
-        yield
-    finally:
-        ray.shutdown()
+pytestmark = RAY_MARKS
 
 
 def _population():
@@ -60,6 +47,7 @@ def _fake_fit(marker: str = ""):
     return fit
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_candidates_on_ray_get_the_local_scores_in_order(cluster, monkeypatch):
     from polc.runtime.refine.work import Settings
 
@@ -74,6 +62,7 @@ def test_candidates_on_ray_get_the_local_scores_in_order(cluster, monkeypatch):
     assert [s.verdict for s in remote] == ["scored", "scored", "unfittable: the loss is not finite"]
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_candidate_whose_worker_dies_is_rerun(cluster, monkeypatch, tmp_path):
     from polc.runtime.refine.work import Settings
 

@@ -28,6 +28,7 @@ def runs(task, tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", ["analysis", "table", "none"])
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_every_token_the_model_was_sent_is_counted(runs, mode):
     loop, model, _ = runs[mode]
     assert sum(m["llm"]["input_tokens"] for m in loop.history) == sum(tokens(render(p)) for p in model.prompts)

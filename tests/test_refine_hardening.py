@@ -27,6 +27,7 @@ def nan_near(target: float, demo_targets: np.ndarray) -> str:
                       'latent far').replace("- kd * vel", "- kd * vel + 0 * odd")
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_revision_whose_action_is_nan_is_sent_back_and_nothing_is_lost(task, tmp_path):
     from polc.runtime.refine.work import rollout_seeds
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from refine_helpers import fits_once, task  # noqa: F401  (module fixtures)
 from refine_helpers import (ANALYSIS, BROKEN, CODE, FAST, GOOD, STOP, UNFITTABLE, pol, py,
                             revise, run_loop, tokens)
@@ -115,6 +117,7 @@ def test_a_revision_in_the_last_round_is_fitted_and_evaluated(task, tmp_path):
     assert metrics["end"] == "the last revision was fitted and evaluated"
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
     from polc.runtime.refine.loop import Loop, load_task
     from polc.runtime.refine.scripted import Choice

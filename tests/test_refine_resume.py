@@ -39,6 +39,7 @@ def essentials(history):
 
 
 @pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_crash_in_any_phase_loses_only_that_round(task, reference, tmp_path, phase):
     run_path = tmp_path / "run"
     with pytest.raises(Crash):

@@ -18,6 +18,7 @@ def rl(capsys, pol, out, *extra):
                 "-q", *extra)
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_rl_writes_params_log_curve_that_eval_and_rollout_load(tmp_path, pol, capsys):
     out = str(tmp_path / "run")
     code, _, err = rl(capsys, pol, out, "--resets", "10", "--lr", "0.05")

@@ -114,6 +114,7 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_run_with_the_new_settings_resumes_bit_for_bit(tmp_path):
     policy = compiled(TINY)
     params = policy.init(jax.random.PRNGKey(0))
@@ -148,6 +149,7 @@ def test_a_checkpoint_written_before_these_settings_resumes_as_the_paper_ran():
         (0.0, 0.0, 0.0, False, "last")
 
 
+@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
 def test_cli_resume_keeps_the_new_settings_and_refuses_others(tmp_path, pol, capsys):
     out = str(tmp_path / "run")
     common = ("rl", pol, "--env", "toy_reach", "-o", out, "--n-envs", "1", "--episodes-per-update", "4", "-q")
