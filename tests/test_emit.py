@@ -99,6 +99,7 @@ def test_emitted_examples_match_the_in_process_compile(path, tmp_path):
         check_module_matches_lowering(typed(f.read(), path), tmp_path, "example")
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_emitted_module_vmaps_over_a_batch(tmp_path):
     tp = typed(PROGRAM)
     module = load_module(emit.emit_python(tp), tmp_path)
@@ -226,15 +227,16 @@ def test_emitted_guarded_branches_have_the_lowering_s_finite_gradients(tmp_path)
 
 
 def test_emit_json_is_near_linear_in_the_number_of_declarations():
-    """Each node's span once split the whole source again (a 20,000-latent chain: > 100 s)."""
+    """Each node's span once split the whole source again (a 20,000-latent chain: > 100 s).
+    Timed in this process's CPU time, so another worker's load does not decide it."""
     import time
 
     def seconds(n: int) -> float:
         tp = typed("obs o : real\nlatent l0 = o\n" + "".join(f"latent l{i} = l{i - 1} + 1\n" for i in range(1, n))
                    + f"action a : real = l{n - 1}\n")
-        t = time.perf_counter()
+        t = time.process_time()
         assert len(json.loads(emit.emit_json(tp))["nodes"]) >= n
-        return time.perf_counter() - t
+        return time.process_time() - t
 
     base = min(seconds(200) for _ in range(3))
     assert seconds(4000) < 3 * 20 * max(base, 1e-3)

@@ -77,6 +77,7 @@ def test_fitting_recovers_the_weights_that_generated_the_demonstration(demos):
     assert info["restart"] == result.best.restart + 1 and info["epoch"] == result.best.best_epoch
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_actions_without_noise_are_fitted_by_squared_error(demos):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1).replace(" ~ normal(std = s)", ""))
     result = fit(policy, demos, FAST)
@@ -123,6 +124,7 @@ def test_a_std_that_can_reach_zero_is_named(demos):
         fit(policy, demos, FAST)
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_divergence_is_reported_not_returned(demos):
     # Gains below the demonstration's and no clip on the action: an enormous first step
     # sends kp = exp(u) and the mean to infinity.
@@ -177,6 +179,7 @@ def test_prior_scale_holds_mean_weights_near_their_declared_values_but_not_the_n
     assert fit(policy, demos, FAST).info()["config"]["prior_scale"] is None  # inf is not JSON
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_closed_loop_check_scores_declared_and_fitted_weights_on_training_seeds(demos):
     # Declared: the expert's gains; the demonstration came from weaker ones, which the fit copies.
     policy = compiled(toy.reach_policy())
@@ -191,6 +194,7 @@ def test_closed_loop_check_scores_declared_and_fitted_weights_on_training_seeds(
     assert not again.worse and again.fitted_mean == pytest.approx(again.declared_mean)
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_polc_fit_warns_when_the_fit_is_worse_in_closed_loop(demo_path, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(registry._REGISTRY, toy.NAME, toy.SPEC)
     pol, out = tmp_path / "reach.pol", tmp_path / "fit.params"

@@ -145,6 +145,7 @@ def test_polc_no_compile_cache_turns_it_off(fresh_cache_state, monkeypatch, tmp_
     assert jaxcache.enable() is None and fresh_cache_state == [] and not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_an_unwritable_cache_directory_warns_once_and_fit_still_runs(fresh_cache_state, monkeypatch, tmp_path,
                                                                      pol_path, demo_path, capsys):
     blocker = tmp_path / "not-a-directory"
@@ -160,6 +161,7 @@ def test_an_unwritable_cache_directory_warns_once_and_fit_still_runs(fresh_cache
     assert fresh_cache_state == [] and out.exists()
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_second_fit_of_the_same_structure_compiles_nothing(demo_path):
     demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
     config = FitConfig(restarts=2, max_epochs=30, prior_scale=0.5)
@@ -176,6 +178,7 @@ def test_a_second_fit_of_the_same_structure_compiles_nothing(demo_path):
     assert n_fresh > 0 and _same(fresh.params, other.params) and fresh.best == other.best
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_another_structure_gets_its_own_step(demo_path):
     demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
     config = FitConfig(restarts=1, max_epochs=5, prior_scale=math.inf)

@@ -144,16 +144,17 @@ def test_random_token_soup(tmp_path, capsys, pieces):
 def _seconds(tmp_path, capsys, text: str, repeat: int = 3) -> float:
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         assert_sound(*run_check(tmp_path, text.encode(), capsys=capsys))
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best
 
 
 def _ratio_bound(tmp_path, capsys, family: str, small: int, factor: int, rounds: int = 3):
     """10x the input must take < 30x the time: no quadratic phase, no deep recursion. The two
-    sizes are timed interleaved, best of `rounds` each, so a pause of the (shared) machine
-    during one run does not decide it."""
+    sizes are timed interleaved, best of `rounds` each, in this process's CPU time (not wall:
+    another xdist worker or job on the shared machine then costs it nothing), so a pause of the
+    machine during one run does not decide it."""
     small_text, big_text = FAMILIES[family](small), FAMILIES[family](small * factor)
     base = big = float("inf")
     for _ in range(rounds):
@@ -181,13 +182,14 @@ def test_a_huge_program_is_refused_quickly_with_a_limit(family, tmp_path, capsys
     assert code == 1 and {d["code"] for d in diags} & {"E0005", "E0006"}
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_rendering_many_diagnostics_is_near_linear(tmp_path, capsys):
     """Each of n warnings (unused latents) once split the whole source again: quadratic."""
     def seconds(n: int) -> float:
-        t = time.perf_counter()
+        t = time.process_time()
         code, out = run_check(tmp_path, FAMILIES["decls"](n).encode(), fmt="text", capsys=capsys)
         assert code == 0 and out.err.count("W0109") == n - 1
-        return time.perf_counter() - t
+        return time.process_time() - t
 
     base = min(seconds(200) for _ in range(3))
     assert seconds(4000) < 3 * 20 * max(base, 1e-3)

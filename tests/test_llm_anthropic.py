@@ -42,6 +42,7 @@ def backend(url, **overrides):
     return AnthropicBackend("fake", AnthropicConfig(**config))
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_success_system_parameter_and_tokens():
     with FakeAPI([(200, ok_body("revised!", 17, 9, cache_read=6, thinking=True), 0)]) as fake:
         reply = backend(fake.url).complete(PROMPT)
@@ -95,6 +96,7 @@ def test_429_honours_retry_after_and_overloaded_529_is_retried():
             backend(fake.url, attempts=2).complete(PROMPT)
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_garbage_empty_and_truncated_replies():
     script = [(200, b"<html>proxy error</html>", 0), (200, ok_body(None), 0),
               (200, ok_body("latent a =", stop="max_tokens"), 0), (200, ok_body(None, stop="refusal"), 0)]
@@ -110,6 +112,7 @@ def test_garbage_empty_and_truncated_replies():
             b.complete(PROMPT)
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_hang_ends_at_the_attempt_timeout_and_the_call_limit():
     with FakeAPI([(200, ok_body(), 3)] * 3) as fake:
         with pytest.raises(ConnectionFailed, match="did not answer within 0.3 s, 2 attempts"):

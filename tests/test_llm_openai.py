@@ -143,6 +143,7 @@ def test_reply_cut_at_the_token_limit():
             backend(fake.url).complete(PROMPT)
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_a_hang_ends_at_the_attempt_timeout_and_the_call_limit():
     with FakeAPI([(200, ok_body(), 3)] * 2) as fake:
         with pytest.raises(ConnectionFailed, match="did not answer within 0.3 s, 2 attempts"):

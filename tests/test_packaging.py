@@ -1,6 +1,7 @@
 """The import names map to the top-level folders, for editable and wheel installs alike."""
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,10 +24,16 @@ def test_editable_install_maps_the_folders():
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", ROOT, "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        check=True, capture_output=True, text=True,
+    # Built from a copy of the checkout: setuptools writes build/ and polc.egg-info where it
+    # builds, and the checkout is what every other test (and worker) is reading meanwhile.
+    src = tmp_path_factory.mktemp("src") / "polc"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", ".hypothesis",
+                                                             ".pytest_cache", "__pycache__", "out", "runs"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        capture_output=True, text=True,
     )
+    assert done.returncode == 0, f"pip wheel failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     (path,) = out.glob("polc-*.whl")
     return path
 

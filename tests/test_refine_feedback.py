@@ -35,6 +35,7 @@ def test_every_token_the_model_was_sent_is_counted(runs, mode):
     assert sum(m["llm"]["calls"] for m in loop.history) == len(model.prompts)
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_table_mode_sends_the_whole_trace_as_csv(runs):
     loop, model, path = runs["table"]
     prompt = model.prompts[0][-1].text
@@ -47,6 +48,7 @@ def test_table_mode_sends_the_whole_trace_as_csv(runs):
     assert len(model.prompts) == 2  # one call per round: the move
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_analysis_mode_never_sends_the_table(runs):
     loop, model, path = runs["analysis"]
     csv = table_csv(read_table(str(RunDir(path).round_dir(0) / "trace.parquet")))

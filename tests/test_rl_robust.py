@@ -86,6 +86,7 @@ def test_the_std_floor_lets_a_near_deterministic_fit_explore(tmp_path):
     assert float(policy.constrain(result.params)["s"]) < 0.01
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_keep_best_keeps_the_better_held_out_params(tmp_path):
     # Good gains and a learning rate so large, without the trust region, that RL wrecks them.
     policy = compiled(toy.reach_policy(std=0.3))

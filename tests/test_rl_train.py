@@ -119,6 +119,7 @@ def test_budget_counts_resets_and_stops_before_exceeding_it(tmp_path, count_rese
     assert not os.path.exists(tmp_path / "b" / PARAMS)
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_constraints_hold_under_large_updates(tmp_path):
     # A huge learning rate without the trust region throws the unconstrained values far;
     # the constrained ones stay inside.
@@ -218,6 +219,7 @@ def test_a_checkpoint_of_another_run_is_named_for_what_differs():
                                                                               "(lr 0.007 -> 0.01)")
 
 
+@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
 def test_the_curve_is_redrawn_every_few_updates_and_after_the_last(tmp_path, monkeypatch):
     from polc.runtime.rl import curve, train as rl_train
 
