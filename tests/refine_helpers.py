@@ -176,6 +176,16 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # any selects a provider
 
 
+def table_without_wall_time(run: Path) -> list[list[str]]:
+    """The run's refinement table (summary.json's rounds, as `polc refine` prints them) without
+    its wall-time column, the one thing two runs of the same replies differ in."""
+    from polc.runtime.refine.report import columns, priced, rows
+
+    history = json.loads((run / "summary.json").read_text())["rounds"]
+    wall = columns(cost=priced(history)).index("wall time")
+    return [r[:wall] + r[wall + 1:] for r in rows(history)]
+
+
 def replay_bundled_session(task: str, run: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     """`polc refine examples/TASK -o RUN EXTRA...` with no API key in the environment, as a user
     runs it (the bundled session plays back); the process and its summary.json, after

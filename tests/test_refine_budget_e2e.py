@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from llm_fake_server import FakeAPI, chat_replies
-from refine_helpers import ANALYSIS, STOP, fits_once, revise, task  # noqa: F401 - fixtures
+from refine_helpers import (ANALYSIS, KEY_VARIABLES, STOP, fits_once, revise, table_without_wall_time,  # noqa: F401
+                            task)  # fits_once, task: fixtures
 
 from polc.runtime.llm import read_exchanges
 
@@ -23,7 +24,7 @@ PRICE_IN, PRICE_OUT = 2.0, 8.0  # USD per million tokens of the fake model (a --
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"):
+    for var in (*KEY_VARIABLES, "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user prices file
 
@@ -47,20 +48,12 @@ def refine(monkeypatch, capsys, replies, *args):
     return code, out, err, fake.requests
 
 
-def table(run: Path) -> list[list[str]]:
-    """The run's refinement table without its wall-time column (the one thing that differs)."""
-    from polc.runtime.refine.report import columns, rows
-
-    summary = json.loads((run / "summary.json").read_text())
-    wall = columns(cost=any("cost_usd" in m["llm"] for m in summary["rounds"])).index("wall time")
-    return [r[:wall] + r[wall + 1:] for r in rows(summary["rounds"])]
-
 
 @pytest.fixture(scope="module")
 def reference(task, prices, tmp_path_factory):
     """The run without a budget: its exchanges and its table."""
     patch = pytest.MonkeyPatch()
-    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"):
+    for var in KEY_VARIABLES:
         patch.delenv(var, raising=False)
     from polc.cli import main
 
@@ -73,7 +66,7 @@ def reference(task, prices, tmp_path_factory):
     finally:
         patch.undo()
     assert len(fake.requests) == len(REPLIES)
-    return read_exchanges(run / "exchanges.jsonl"), table(run)
+    return read_exchanges(run / "exchanges.jsonl"), table_without_wall_time(run)
 
 
 def usd(record: dict) -> float:
@@ -97,7 +90,7 @@ def stopped_then_resumed(task, prices, tmp_path, monkeypatch, capsys, reference,
     assert [m["round"] for m in summary["rounds"]] == [0]  # the finished round is kept whole
     assert (run / "round_00" / "metrics.json").is_file() and (run / "round_00" / "next.pol").is_file()
     assert [r["reply"] for r in read_exchanges(run / "round_00" / "exchanges.jsonl")] == REPLIES[:2]
-    assert table(run)[0] == ref_table[0]
+    assert table_without_wall_time(run)[0] == ref_table[0]
     assert "total" in out  # the table is printed for the rounds that finished
 
     # the same budget again: refused before anything runs (exit 2), saying how to raise it
@@ -112,7 +105,7 @@ def stopped_then_resumed(task, prices, tmp_path, monkeypatch, capsys, reference,
         [m["text"] for m in e["messages"]] for e in exchanges[2:]]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "the model chose STOP"
-    assert table(run) == ref_table
+    assert table_without_wall_time(run) == ref_table
     assert [r["reply"] for r in read_exchanges(run / "exchanges.jsonl")] == REPLIES
     config = json.loads((run / "run.json").read_text())
     assert config["budget_stop"] is None
@@ -161,4 +154,4 @@ def test_a_budget_below_the_first_call_stops_before_any_request(task, prices, re
     assert summary["rounds"] == [] and summary["status"] == "stopped by its token budget"
     code, out, err, requests = refine(monkeypatch, capsys, REPLIES, "--resume", run, "--max-tokens", "1M")
     assert code == 0, err
-    assert len(requests) == len(REPLIES) and table(run) == ref_table
+    assert len(requests) == len(REPLIES) and table_without_wall_time(run) == ref_table

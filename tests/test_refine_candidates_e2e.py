@@ -10,12 +10,12 @@ first run) gets the third asked on its own; one that answers n gives both at onc
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from llm_fake_server import FakeAPI, chat_replies
-from refine_helpers import ANALYSIS, GOOD, STOP, UNFITTABLE, fits_once, revise, task  # noqa: F401 - fixtures
+from refine_helpers import (ANALYSIS, GOOD, KEY_VARIABLES, STOP, UNFITTABLE, fits_once, revise,  # noqa: F401
+                            table_without_wall_time, task)  # fits_once, task: fixtures
 
 from polc.runtime.llm import read_exchanges
 
@@ -34,7 +34,7 @@ REPLIES = [ANALYSIS, revise(PONLY), revise(UNFITTABLE), revise(GOOD), ANALYSIS, 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"):
+    for var in (*KEY_VARIABLES, "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
@@ -48,14 +48,6 @@ def timeless(value):
     return value
 
 
-def table(run: Path) -> list[list[str]]:
-    """The run's refinement table without its wall-time column."""
-    from polc.runtime.refine.report import columns, rows
-
-    summary = json.loads((run / "summary.json").read_text())
-    wall = columns().index("wall time")
-    return [r[:wall] + r[wall + 1:] for r in rows(summary["rounds"])]
-
 
 @pytest.fixture(scope="module")
 def population_run(task, tmp_path_factory):
@@ -63,7 +55,7 @@ def population_run(task, tmp_path_factory):
     from polc.cli import main
 
     patch = pytest.MonkeyPatch()
-    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"):
+    for var in KEY_VARIABLES:
         patch.delenv(var, raising=False)
     run = tmp_path_factory.mktemp("population") / "run"
     try:
@@ -131,7 +123,7 @@ def test_replaying_the_population_run_gives_the_same_table(population_run, task,
                  "--quick", "-q"])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert table(again) == table(run)
+    assert table_without_wall_time(again) == table_without_wall_time(run)
     assert json.loads((again / "round_00" / "candidates.json").read_text()) == json.loads(
         (run / "round_00" / "candidates.json").read_text())
     assert json.loads((again / "seeds.json").read_text()) == json.loads((run / "seeds.json").read_text())
@@ -173,6 +165,6 @@ def test_a_server_answering_n_gives_candidates_2_and_3_in_one_request(population
     again = tmp_path / "replayed"
     assert main(["refine", str(task), "-o", str(again), "--llm", f"replay:{run}", "--candidates", "3",
                  "--quick", "-q"]) == 0, capsys.readouterr().err
-    assert table(again) == table(run)
+    assert table_without_wall_time(again) == table_without_wall_time(run)
     assert [timeless(m) for m in json.loads((again / "summary.json").read_text())["rounds"]] == [
         timeless(m) for m in json.loads((run / "summary.json").read_text())["rounds"]]

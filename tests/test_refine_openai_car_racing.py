@@ -10,26 +10,17 @@ Both runs use --quick (2 rounds, short episodes, 3 evaluation seeds): without it
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from llm_fake_server import FakeAPI, chat_completion
-from refine_helpers import KEY_VARIABLES, ROOT
+from refine_helpers import KEY_VARIABLES, ROOT, table_without_wall_time
 
 from polc.runtime.llm import read_exchanges
 
 TASK = ROOT / "examples" / "car_racing"
 SETTINGS = ["--rounds", "2", "--quick", "-q"]
 
-
-def table(run: Path) -> list[list[str]]:
-    """The run's refinement table without its wall-time column."""
-    from polc.runtime.refine.report import columns, rows
-
-    summary = json.loads((run / "summary.json").read_text())
-    wall = columns().index("wall time")
-    return [r[:wall] + r[wall + 1:] for r in rows(summary["rounds"])]
 
 
 @pytest.mark.slow
@@ -65,4 +56,4 @@ def test_openai_with_the_scripted_replies_gives_the_scripted_table(tmp_path, mon
         [m["text"] for m in e["messages"]] for e in played]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["llm"] == "openai:fake" and not summary["scripted"]
-    assert table(run) == table(scripted)
+    assert table_without_wall_time(run) == table_without_wall_time(scripted)
