@@ -78,10 +78,6 @@ class AnthropicBackend:
         return Reply(self._text(response), *_counts(response), seconds=time.monotonic() - start,
                      **_details(response))
 
-    def close(self) -> None:
-        """Close the HTTP client and its pooled connections (the backend is not used again)."""
-        self._client.close()
-
     def abandon(self) -> None:
         """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client."""
         close_quietly(self._client)

@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 
 from .base import (BadKey, ConnectionFailed, LLMError, MalformedReply, Message, MissingKey, Reply,
                    RequestRejected, RetriesExhausted)
+from .sdk_errors import close_quietly
 
 RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 KEY_VARS = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
@@ -82,18 +83,11 @@ class GeminiBackend:
             raise self._explain(e) from e
         return Reply(_reply_text(response), *_token_counts(response), time.monotonic() - start)
 
-    def close(self) -> None:
-        """Close the HTTP client and its pooled connections (the backend is not used again)."""
-        self._client.close()
-
     def abandon(self) -> None:
         """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client, so a
         call still retrying fails at once and its connections do not linger. The backend is
         not used again."""
-        try:
-            self._client.close()
-        except Exception:  # noqa: BLE001 - the call is abandoned whatever closing says
-            pass
+        close_quietly(self._client)
 
     def _explain(self, e: Exception) -> LLMError:
         from google.genai import errors

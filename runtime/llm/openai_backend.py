@@ -123,10 +123,6 @@ class OpenAIBackend:
                                                                           else None))
                 for i, t in enumerate(texts)]
 
-    def close(self) -> None:
-        """Close the HTTP client and its pooled connections (the backend is not used again)."""
-        self._client.close()
-
     def abandon(self) -> None:
         """Stop a call that ran out of time (`base.TimeLimited`): close the HTTP client."""
         close_quietly(self._client)
