@@ -30,13 +30,13 @@ if "POLC_TEST_SESSION_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["POLC_TEST_SESSION_DIR"], ignore_errors=True)
 _SESSION = os.environ["POLC_TEST_SESSION_DIR"]
 os.environ["XDG_CACHE_HOME"] = os.path.join(_SESSION, "cache")
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_SESSION, "jax-cache"))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
-# XLA:CPU logs two error lines (3 KB) for every executable it loads from that cache (a tuning
-# feature it does not find among the host's); polc's own commands silence them the same way
-# (polc.runtime.il.jaxcache), and a test's child that nobody reads would otherwise fill its pipe.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# The compile cache as polc's own commands turn it on (every compile cached, XLA's log lines
+# for cache loads silenced), in the session's directory; before jax is imported, `enable`
+# sets it up through the environment, which the workers and subprocesses inherit.
+from polc.runtime.il import jaxcache  # noqa: E402
+
+os.environ.setdefault(jaxcache.JAX_VARIABLE, os.path.join(_SESSION, "jax-cache"))
+jaxcache.enable()
 if "PYTEST_XDIST_WORKER" in os.environ:
     _tmp = os.path.join(_SESSION, "tmp-" + os.environ["PYTEST_XDIST_WORKER"])
     os.makedirs(_tmp, exist_ok=True)
