@@ -67,7 +67,7 @@ def test_a_clean_demonstration_has_no_executed_columns(tmp_path, capsys):
     assert not t.names("executed") and "perturb" not in t.metadata
 
 
-@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_fit_imitates_the_recorded_actions_of_a_perturbed_demonstration(tmp_path, pol, capsys, perturbed):
     params = str(tmp_path / "fit.params")
     code, _, _ = polc(capsys, "fit", pol, "--demos", perturbed.path, "-o", params, "--epochs", "300",

@@ -27,7 +27,7 @@ def nan_near(target: float, demo_targets: np.ndarray) -> str:
                       'latent far').replace("- kd * vel", "- kd * vel + 0 * odd")
 
 
-@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_a_revision_whose_action_is_nan_is_sent_back_and_nothing_is_lost(task, tmp_path):
     from polc.runtime.refine.work import rollout_seeds
 
@@ -49,7 +49,7 @@ def test_a_revision_whose_action_is_nan_is_sent_back_and_nothing_is_lost(task, t
     assert (d / "trace.parquet").is_file() and "eval" in m1
 
 
-@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_nan_actions_that_never_go_away_end_the_run_as_unusable(task, tmp_path):
     from dataclasses import replace
 
@@ -78,7 +78,7 @@ def partial_copy(demo_path, into):
     return w.abort()
 
 
-@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_the_model_is_shown_where_the_demonstration_leaves_the_declared_ranges(task, tmp_path):
     from dataclasses import replace
 

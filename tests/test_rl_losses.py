@@ -92,7 +92,7 @@ def test_partial_windows_count_their_real_steps_only():
     assert j == pytest.approx((w00 + w01 + w10) / 4, rel=1e-6)
 
 
-@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_gradient_vanishes_once_a_window_is_clipped():
     def j(logp):
         return window_objective(logp, jnp.zeros(2)[None], jnp.ones((1, 2)), jnp.ones((1, 2)), 0.2, 2)[0]
@@ -104,7 +104,7 @@ def test_gradient_vanishes_once_a_window_is_clipped():
     np.testing.assert_allclose(inside, [[1.1 / 2, 1.1 / 2]], rtol=1e-5)
 
 
-@pytest.mark.slow  # >= 1.5 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_loss_on_a_policy_is_minus_the_objective_and_starts_at_ratio_one():
     policy = polc.loads(toy.reach_policy(std=0.5), "reach.pol", analyze=False).compile()
     params = policy.init(jax.random.PRNGKey(0))

@@ -77,14 +77,14 @@ def test_a_normal_analysis_prints_its_statistics(trace):
     assert result.output.splitlines() == ["50 rows", "mean speed 0.49", "gas on 25", "scratch ok"]
 
 
-@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_infinite_loop_is_stopped_by_the_cpu_limit(trace):
     result = run("def analyze(df):\n    while True:\n        pass\n", trace)
     assert not result.ok and result.limit == "cpu"
     assert result.error == "The analysis was killed after the CPU-time limit of 3 s."
 
 
-@pytest.mark.slow  # >= 2 s in the fast tier (make test-fast keeps it under 2 min)
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_sleeping_forever_is_stopped_by_the_wall_clock_limit(trace):
     result = run("import time\ndef analyze(df):\n    time.sleep(3600)\n", trace, wall_seconds=4)
     assert not result.ok and result.limit == "wall"
