@@ -17,7 +17,7 @@ import lazy_loader as lazy
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "closed_loop": ["ClosedLoop", "closed_loop_check", "training_seeds"],
-    "losses": ["Batch", "batch_loss", "neg_log_prior", "objective", "per_step_loss", "prior_penalty"],
+    "losses": ["Batch", "batch_loss", "centre", "objective", "per_step_loss", "prior_penalty"],
     "defaults": ["CHECK_EPISODES", "PRIOR_SCALE"],
     "step": ["FitStep", "fit_step", "structure_key"],
     "train": ["Demos", "FitConfig", "FitError", "FitResult", "RestartResult", "fit", "load_demos"],

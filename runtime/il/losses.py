@@ -6,12 +6,12 @@ without noise contribute the squared error of their mean. Both are per step,
 summed over actions and their elements, so `per_step_loss` gives one number per
 demonstration row and a batch loss is its (weighted) mean.
 
-MAP fitting adds the negative log prior (`neg_log_prior`): the weights' declared
+MAP fitting adds the negative log prior (`prior_penalty`): the weights' declared
 priors (`policy.log_prior`, no Jacobian term: see `polc.lower`) and, for every
 weight that declares none, a Gaussian pull toward its declared value in the
 unconstrained space, `(u - u_declared)^2 / (2 S^2)` with S the `prior_scale`
 (S = inf: none; weights that only a noise std reads are not pulled). The objective of `n` demonstration rows is
-`sum of per-step losses + neg_log_prior`; `objective` returns it divided by `n`,
+`sum of per-step losses + prior_penalty`; `objective` returns it divided by `n`,
 so it reads on the scale of a mean per-step loss, and a prior's weight against
 the data is that of one more row per `n`, whatever the batch size.
 """
@@ -89,7 +89,7 @@ def mean_weights(tp) -> set[str]:
 
 
 def regularised(policy, prior_scale: float) -> tuple[str, ...]:
-    """The weights that `neg_log_prior` pulls toward their declared value: those
+    """The weights that `prior_penalty` pulls toward their declared value: those
     without a prior of their own that some action's mean reads, when `prior_scale`
     is finite. A weight only a noise std reads is not pulled: the demonstration's
     residuals identify it, and it never moves the mean action."""
@@ -115,22 +115,21 @@ def prior_penalty(policy, prior_scale: float) -> Callable[[dict, dict], jax.Arra
     return penalty
 
 
-def neg_log_prior(policy, prior_scale: float) -> Callable[[dict], jax.Array]:
-    """params -> -(log prior), pulling toward the weights' declared values (`prior_penalty`)."""
+def centre(policy, prior_scale: float) -> dict:
+    """The declared unconstrained values the `regularised` weights are pulled toward."""
     pulled = regularised(policy, prior_scale)
     declared = policy.init(jax.random.PRNGKey(0))  # weights' entries are the declared values, key-independent
-    centre = {name: declared[name] for name in pulled}
-    penalty = prior_penalty(policy, prior_scale)
-    return lambda params: penalty(params, centre)
+    return {name: declared[name] for name in pulled}
 
 
-def objective(policy, prior_scale: float, n_rows: int) -> Callable[[dict, Batch], jax.Array]:
-    """(params, batch) -> batch mean loss + neg_log_prior(params) / n_rows: the MAP
-    objective of `n_rows` demonstration rows on the mean-loss scale."""
+def objective(policy, prior_scale: float) -> Callable[[dict, Batch, int, dict], jax.Array]:
+    """(params, batch, n_rows, centre) -> batch mean loss + prior_penalty(params, centre) /
+    n_rows: the MAP objective of `n_rows` demonstration rows on the mean-loss scale, pulled
+    toward `centre` (`centre(policy, prior_scale)` for the declared values)."""
     loss = batch_loss(policy)
-    prior = neg_log_prior(policy, prior_scale)
+    penalty = prior_penalty(policy, prior_scale)
 
-    def value(params, batch: Batch) -> jax.Array:
-        return loss(params, batch) + prior(params) / n_rows
+    def value(params, batch: Batch, n_rows: int, centre: dict) -> jax.Array:
+        return loss(params, batch) + penalty(params, centre) / n_rows
 
     return value

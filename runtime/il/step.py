@@ -15,7 +15,7 @@ Measured on the example: the same losses and weights, bit for bit, as before the
 (docs/performance.md, `polc fit`). The validation loss is computed in the epoch's call.
 
 What a fit varies goes in as arguments, not constants baked into the program: the data,
-the declared values a prior-less weight is pulled toward (`centre`), the learning rates
+the declared values a prior-less weight is pulled toward (`losses.centre`), the learning rates
 and their decay (in the optimiser state); the number of training rows is static (it sets
 the padding), so a second fit of the same structure on the same rows, in the same
 process, compiles nothing. Steps are cached by `structure_key`: everything in the
@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .losses import Batch, batch_loss, prior_penalty, regularised
+from .losses import Batch, objective as map_objective
 
 _SKIP = {"span", "doc", "text", "init"}  # fields that do not change the traced loss
 _CACHE_SIZE = 8  # structures kept (a refinement run fits a new one every round)
@@ -144,12 +144,10 @@ def _make(policy, params, config, key: tuple) -> FitStep:
                                             for a, b, sh in zip(starts, ends, shapes)])
 
     optimizer_ = optimizer(unravel, config.clip_norm)
-    data_loss = batch_loss(policy)
-    penalty = prior_penalty(policy, config.prior_scale)
+    map_value = map_objective(policy, config.prior_scale)
 
     def objective(flat, batch: Batch, n: int, centre):
-        params = unravel(flat)
-        return data_loss(params, batch) + penalty(params, centre) / n
+        return map_value(unravel(flat), batch, n, centre)
 
     def init(flat, lr):
         clip, adam, rate, decay = optimizer_.init(flat)
@@ -181,17 +179,10 @@ def _make(policy, params, config, key: tuple) -> FitStep:
                    ravel=ravel, unravel=host_unravel, key=key)
 
 
-def centre(policy, prior_scale: float) -> dict:
-    """The declared unconstrained values the `regularised` weights are pulled toward."""
-    pulled = regularised(policy, prior_scale)
-    declared = policy.init(jax.random.PRNGKey(0))  # weights' entries are the declared values, key-independent
-    return {name: declared[name] for name in pulled}
-
-
 def with_decay(state, factor: float):
     """`state` with every learning rate scaled by `factor` (no recompile: it is state)."""
     clip, adam, rate, decay = state
     return clip, adam, rate, decay._replace(hyperparams=dict(decay.hyperparams, step_size=np.float32(factor)))
 
 
-__all__ = ["FitStep", "centre", "clear_cache", "fit_step", "learning_rates", "structure_key", "with_decay"]
+__all__ = ["FitStep", "clear_cache", "fit_step", "learning_rates", "structure_key", "with_decay"]

@@ -37,7 +37,7 @@ import numpy as np
 from polc import typed as T
 
 from .defaults import PRIOR_SCALE
-from .losses import Batch, kind, regularised
+from .losses import Batch, centre, kind, regularised
 from ..io.table import Table
 
 
@@ -216,7 +216,7 @@ class _Trainer:
 
         self.step = fs.fit_step(policy, params, config)
         self.lr = fs.learning_rates(policy, params, config)
-        self.centre = fs.centre(policy, config.prior_scale)
+        self.centre = centre(policy, config.prior_scale)
         self.data, self.val_data = _batches(train), _batches(val)
         n = train.size
         bs = min(config.batch_size, n)
