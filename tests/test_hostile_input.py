@@ -191,5 +191,7 @@ def test_rendering_many_diagnostics_is_near_linear(tmp_path, capsys):
         assert code == 0 and out.err.count("W0109") == n - 1
         return time.process_time() - t
 
-    base = min(seconds(200) for _ in range(3))
-    assert seconds(4000) < 3 * 20 * max(base, 1e-3)
+    base = big = float("inf")
+    for _ in range(3):  # interleaved, best of 3 each, as _ratio_bound
+        base, big = min(base, seconds(200)), min(big, seconds(4000))
+    assert big < 3 * 20 * max(base, 1e-3)
