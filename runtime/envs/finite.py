@@ -12,6 +12,7 @@ out of polc are therefore scores of finite actions only.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import gymnasium as gym
@@ -39,6 +40,9 @@ def non_finite_message(name: str, values: Any, step: int, seed: Optional[int]) -
             f"polc analyze), or a non-finite value in the params file")
 
 
+_FLOATS = (float, np.float32, np.float64)  # the scalars packed rollouts pass (`trace.vector`)
+
+
 class FiniteActions(gym.Wrapper):
     """Raise `NonFiniteAction` instead of stepping the environment with a NaN or
     infinite action (a dict of arrays by action name, or one array)."""
@@ -57,6 +61,10 @@ class FiniteActions(gym.Wrapper):
         items = action.items() if isinstance(action, dict) else [("action", action)]
         for name, value in items:
             if value is None:
+                continue
+            if type(value) in _FLOATS:  # a scalar, as packed rollouts pass them: no array round trip
+                if not math.isfinite(value):
+                    raise NonFiniteAction(non_finite_message(name, value, self._step, self._seed))
                 continue
             v = np.asarray(value)
             if v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
