@@ -39,7 +39,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import counterexample, errors, typed as T
+from . import errors, typed as T
 from .abstract import CONST, Pass, run_cone, run_pass
 from .diagnostics import Diagnostic
 from .errors import fmt_num
@@ -163,6 +163,11 @@ def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> IntentResult:
         w, constraint = found
         d = errors.intent_depends_on_sign(intent.span, intent.text, w.name, constraint)
         return IntentResult(intent, UNKNOWN, f"holds only if weight {w.name} is declared {constraint}", d, work)
+    # Imported here, not at the top: a clean check proves every intent before this
+    # point, and the search (with the reference interpreter) costs the start-up of
+    # every `polc check` otherwise.
+    from . import counterexample
+
     var_iv = base.env[var].iv if var is not None else None
     witness = counterexample.search(tp, intent, var_iv)
     if witness is not None:
