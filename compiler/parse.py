@@ -15,8 +15,8 @@ that path raises. The two paths build equal ASTs (tests/test_parser_standalone.p
 from __future__ import annotations
 
 import functools
+import os
 import re
-from importlib import resources
 from typing import TYPE_CHECKING, Optional
 
 from . import ast, errors
@@ -42,12 +42,27 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _grammar_bytes() -> bytes:
+    """grammar/pol.lark as shipped, read from beside the grammar package's modules;
+    through importlib.resources only where that is not a directory (a zipped install):
+    `resources.files()` alone took 4-5 ms of every `polc check`'s start-up."""
+    from . import grammar
+
+    try:
+        with open(os.path.join(os.path.dirname(grammar.__file__), "pol.lark"), "rb") as f:
+            return f.read()
+    except OSError:
+        from importlib import resources
+
+        return resources.files("polc.grammar").joinpath("pol.lark").read_bytes()
+
+
 @functools.lru_cache(maxsize=1)
 def _parser() -> "lark.Lark":
     """lark's full parser: the error path, and what syntax_errors reads parser states from."""
     from lark import Lark
 
-    text = resources.files("polc.grammar").joinpath("pol.lark").read_text()
+    text = _grammar_bytes().decode("utf-8")
     return Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
 
 
@@ -506,23 +521,43 @@ def _only_child(children):
 
 @functools.lru_cache(maxsize=1)
 def _standalone():
-    """(the standalone parser's table and lexer, its rules with their plans, the module), or None
+    """(the standalone parser's table, its lexer, its rules with their plans, the module), or None
     when the generated module is not of the grammar shipped beside it (pol.lark edited, the
     parser not yet regenerated): then lark's full parser parses everything, slower, never wrong."""
     import hashlib
 
     from .grammar import pol_parser
 
-    grammar = resources.files("polc.grammar").joinpath("pol.lark").read_bytes()
-    if getattr(pol_parser, "POLC_GRAMMAR_SHA256", None) != hashlib.sha256(grammar).hexdigest():
+    if getattr(pol_parser, "POLC_GRAMMAR_SHA256", None) != hashlib.sha256(_grammar_bytes()).hexdigest():
         return None
-    frontend = pol_parser.Lark_StandAlone().parser
-    table = frontend.parser._parse_table
+    table, lexer = _table_and_lexer(pol_parser)
     # The table's own Rule objects as keys: a lookup by identity, not by Rule.__eq__.
     rules = {id(arg): arg for actions in table.states.values() for action, arg in actions.values()
              if action == pol_parser.Reduce}
     plans = [(rule, _rule_plan(rule)) for rule in rules.values()]
-    return frontend, plans, pol_parser
+    return table, lexer, plans, pol_parser
+
+
+def _table_and_lexer(module):
+    """The LALR table and the contextual lexer of the generated module, and nothing else.
+
+    `Lark_StandAlone()` also rebuilds the grammar's rule list, lark's tree builder and a
+    callback per rule, which polc replaces with its own reduce callbacks (`_callback`);
+    this builds the two objects polc uses from the same serialized data, with the lexer
+    settings `Lark._load` gives them for the options pol_parser.py was generated with
+    (`regen.py`: no postlexer, no lexer callbacks, the `re` module, text not bytes)."""
+    options = module.DATA["options"]
+    assert options["parser"] == "lalr" and options["lexer"] == "contextual" and options["postlex"] is None
+    assert not options["lexer_callbacks"] and not options["regex"] and not options["use_bytes"]
+    classes = {"Rule": module.Rule, "TerminalDef": module.TerminalDef}
+    memo = module.SerializeMemoizer.deserialize(module.MEMO, classes, {})
+    data = module.DATA["parser"]
+    conf = module.LexerConf.deserialize(data["lexer_conf"], memo)
+    conf.callbacks, conf.re_module, conf.use_bytes = {}, re, False
+    conf.g_regex_flags, conf.skip_validation, conf.postlex = options["g_regex_flags"], True, None
+    table = module.IntParseTable.deserialize(data["parser"], memo)
+    states = {state: list(actions) for state, actions in table.states.items()}  # as create_contextual_lexer
+    return table, module.ContextualLexer(conf, states, always_accept=())
 
 
 def _parse_fast(text: str, file: str) -> Optional[list]:
@@ -530,11 +565,11 @@ def _parse_fast(text: str, file: str) -> Optional[list]:
     nested so deep that MAX_DEPTH may be exceeded)."""
     if _standalone() is None:
         return None
-    frontend, plans, module = _standalone()
+    table, lexer, plans, module = _standalone()
     builder = _Builder(file)
     callbacks = {rule: _callback(plan, builder) for rule, plan in plans}
-    parser = module._Parser(frontend.parser._parse_table, callbacks)
-    result = parser.parse(module.LexerThread.from_text(frontend.lexer, text), "start")
+    parser = module._Parser(table, callbacks)
+    result = parser.parse(module.LexerThread.from_text(lexer, text), "start")
     if result.height > MAX_DEPTH:  # lark's tree would have a node MAX_DEPTH deep, or nearly
         return None
     return result.value
