@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -171,6 +171,7 @@ class TrackGeometry:
         ext = (np.arange(self.n + N_TILES_AHEAD) % self.n)
         self.x_ahead, self.y_ahead = self.xy[ext, 0].copy(), self.xy[ext, 1].copy()
         self.beta_ahead, self.sharp_ahead = self.beta[ext], self.sharp[ext]
+        self.xy_ahead = np.stack([self.x_ahead, self.y_ahead])  # (2, N + 12), for `observe_packed_many`
         self._beta_list = self.beta.tolist()  # indexing a list per step is cheaper than numpy's
 
     def nearest(self, p: np.ndarray) -> int:
@@ -242,6 +243,71 @@ def observe_packed(env: _cr.CarRacing, geo: TrackGeometry) -> np.ndarray:
     return out
 
 
+def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
+    """`observe_packed` of every env (each with its `geometry`) as one (k, O) float32 array,
+    bit for bit the rows `observe_packed` gives one at a time.
+
+    Why: a rollout steps its k envs together, and one env's observation is mostly
+    numpy's per-call overhead on 12-element arrays (about 20 us of which a fifth is
+    arithmetic). Here only what differs per env runs per env (the Box2D reads, the
+    nearest point, the two 2-vector dots, which numpy rounds its own way); the tiles,
+    the float32 cast and the clip are computed for all k rows at once, with the same
+    float64 expressions, elementwise, in the same order."""
+    k = len(envs)
+    rel = np.empty((k, 2, N_TILES_AHEAD))  # the points ahead, world x and y, then relative to the car
+    beta = np.empty((k, N_TILES_AHEAD))
+    buf = np.empty((k, _LO.size))
+    tiles = buf[:, :_SCALARS_AT].reshape(k, N_TILES_AHEAD, 4)
+    pos = np.empty((k, 2, 1))
+    angle, cos, sin = np.empty((k, 1)), np.empty((k, 1)), np.empty((k, 1))
+    scalars = []
+    for j, env in enumerate(envs):
+        geo = env.geometry
+        car = env.car
+        hull = car.hull
+        px, py = hull.position
+        a = hull.angle
+        c, s = math.cos(a), math.sin(a)
+        p = np.array((px, py))
+        i0 = geo.nearest(p)
+        rel0 = p - geo.xy[i0]
+        start = i0 + 1 if rel0 @ geo.forward[i0] > 0 else i0
+        end = start + N_TILES_AHEAD
+        if start >= geo.n:
+            start, end = start - geo.n, end - geo.n
+        rel[j] = geo.xy_ahead[:, start:end]
+        beta[j] = geo.beta_ahead[start:end]
+        tiles[j, :, 3] = geo.sharp_ahead[start:end]
+        pos[j, 0, 0], pos[j, 1, 0] = px, py
+        angle[j, 0], cos[j, 0], sin[j, 0] = a, c, s
+        vx, vy = hull.linearVelocity
+        w0, w1, w2, w3 = car.wheels
+        rim = w0.wheel_rad / 100.0
+        scalars.append((
+            (vy * c - vx * s) / 100.0,  # speed
+            -(w0.joint.angle + w1.joint.angle) / (2 * STEER_LOCK),  # steer_ind
+            -hull.angularVelocity,  # ang_vel
+            w0.omega * rim, w1.omega * rim, w2.omega * rim, w3.omega * rim,  # wheel_speed
+            float(rel0 @ geo.right[i0]) / TRACK_HALF_WIDTH,  # offset
+            math.remainder(a - geo._beta_list[i0], 2 * math.pi),  # heading_err
+            not w0.tiles, not w1.tiles, not w2.tiles, not w3.tiles,  # on_grass
+            env.tile_visited_count / geo.n,  # progress
+        ))
+    rel -= pos
+    rx, ry = rel[:, 0], rel[:, 1]
+    tiles[:, :, 0] = (rx * cos + ry * sin) / TILE_SCALE
+    tiles[:, :, 1] = (ry * cos - rx * sin) / TILE_SCALE
+    theta = angle - beta
+    theta += np.pi
+    np.remainder(theta, _TWO_PI, out=theta)
+    theta -= np.pi
+    tiles[:, :, 2] = theta
+    buf[:, _SCALARS_AT:] = scalars
+    out = buf.astype(np.float32)
+    np.clip(out, _LO, _HI, out=out)
+    return out
+
+
 def unpack(out: np.ndarray) -> dict[str, np.ndarray]:
     """A packed (O,) row -> the observation dict, its values views of `out`."""
     return {name: out[sl].reshape(shape) for name, sl, shape in _VIEWS}
@@ -289,6 +355,10 @@ class SemanticCarRacing(_cr.CarRacing):
         # The last observation as one row (`observe_packed`); the dict's arrays are views of
         # it, which is how `polc.runtime.trace.vector` packs it without reading the dict.
         self.packed_obs: Optional[np.ndarray] = None
+        # Set by `polc.runtime.trace.vector.PackedEnvs`: `step` then returns None for the
+        # observation and leaves `packed_obs` to the caller, which computes every env's at
+        # once (`observe_many`) and stores each row back here.
+        self.defer_observation = False
 
     def _render(self, mode: str):
         if mode == "state_pixels":
@@ -311,5 +381,17 @@ class SemanticCarRacing(_cr.CarRacing):
         raw = raw_action(action)
         self.last_raw_action = raw
         _, reward, terminated, truncated, info = super().step(raw)
+        if self.defer_observation:
+            self.packed_obs = None
+            return None, reward, terminated, truncated, info
         self.packed_obs = observe_packed(self, self.geometry)
         return unpack(self.packed_obs), reward, terminated, truncated, info
+
+    @staticmethod
+    def observe_many(envs: Sequence["SemanticCarRacing"]) -> np.ndarray:
+        """The packed observations (k, O) of `envs` (unwrapped, stepped with
+        `defer_observation`); each env's `packed_obs` becomes its row."""
+        rows = observe_packed_many(envs)
+        for env, row in zip(envs, rows):
+            env.packed_obs = row
+        return rows

@@ -68,6 +68,19 @@ def _pack_dict(obs: dict, n: int, fields: Fields, out: np.ndarray) -> np.ndarray
     return out
 
 
+# Wrappers that hand an observation on untouched (they read actions, steps or the
+# episode's end only), so an env under nothing else may return its observation late.
+_PASS_THROUGH = ("FiniteActions", "TimeLimit", "OrderEnforcing")
+
+
+def _passes_observations(env: gym.Env) -> bool:
+    while env is not env.unwrapped:
+        if type(env).__name__ not in _PASS_THROUGH or not isinstance(env, gym.Wrapper):
+            return False
+        env = env.env
+    return True
+
+
 class PackedEnvs:
     """`n` copies of `spec`'s environment stepped in this process, their observations
     packed into one (n, O) float32 array in the order of `obs` (the trace layout's
@@ -77,7 +90,9 @@ class PackedEnvs:
     arrays it rebuilds every step (which the rollout then packed again): each env's
     observation goes straight into its row. An env whose unwrapped `packed_obs` is the
     base of every array of the observation it returned (Car Racing's), laid out as
-    `packed_fields`, is copied as one row. Infos are not collected (nobody reads them;
+    `packed_fields`, is copied as one row; under wrappers that never read observations
+    (`_PASS_THROUGH`), its `step` does not compute one at all, and the observations of
+    all such envs are computed together after the step (its class's `observe_many`). Infos are not collected (nobody reads them;
     wrappers still see them)."""
 
     def __init__(self, spec: Any, n: int, obs: Fields):
@@ -86,14 +101,25 @@ class PackedEnvs:
         self.obs_size = sum(f[2] for f in obs)
         names = tuple(f[0] for f in obs)
         self._fast = [getattr(e.unwrapped, "packed_fields", None) == names for e in self.envs]
+        # Envs whose observations are computed together after each step (`observe_many`): packed
+        # like the fast ones, of one class, and under wrappers that never look at an observation.
+        batch = [i for i, e in enumerate(self.envs) if self._fast[i] and _passes_observations(e)
+                 and hasattr(type(e.unwrapped), "observe_many")]
+        batch = [i for i in batch if type(self.envs[i].unwrapped) is type(self.envs[batch[0]].unwrapped)]
+        self._batch = np.array(batch, dtype=np.intp)
+        self._batch_envs = [self.envs[i].unwrapped for i in batch]
+        for u in self._batch_envs:
+            u.defer_observation = True
         self._rows = np.zeros((n, self.obs_size), np.float32)
         self._done = np.zeros(n, bool)
 
     def _put(self, rows: np.ndarray, i: int, obs: dict) -> None:
         if self._fast[i]:
             packed = self.envs[i].unwrapped.packed_obs
-            first = obs.get(self.obs_fields[0][0])  # its arrays are all views of one row, or none is
-            if getattr(first, "base", None) is packed and len(obs) == len(self.obs_fields):
+            # every array a view of that row: a wrapper that replaced any of them (even one
+            # field) is read field by field
+            if len(obs) == len(self.obs_fields) and all(
+                    getattr(obs.get(name), "base", None) is packed for name, *_ in self.obs_fields):
                 rows[i] = packed
                 return
         row = rows[i]
@@ -123,7 +149,10 @@ class PackedEnvs:
         terminated, truncated = np.zeros(self.n, bool), np.zeros(self.n, bool)
         for i, env in enumerate(self.envs):
             obs, rewards[i], terminated[i], truncated[i], _ = env.step(_row_actions(actions[i], fields))
-            self._put(rows, i, obs)
+            if obs is not None:  # None: deferred, computed with the batch below
+                self._put(rows, i, obs)
+        if self._batch_envs:
+            rows[self._batch] = type(self._batch_envs[0]).observe_many(self._batch_envs)
         self._done = terminated | truncated
         self._rows = rows
         return rows, rewards, terminated, truncated

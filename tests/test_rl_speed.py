@@ -1,0 +1,131 @@
+"""The fast paths of RL collection and rollouts (issue 18) against the straightforward
+code they stand in for, bit for bit: Car Racing's observations computed for every env
+of a step at once (`observe_packed_many`, used by `PackedEnvs` when it defers them), and
+`FiniteActions`' scalar check."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from polc.runtime import envs
+from polc.runtime.envs import car_racing as cr
+from polc.runtime.trace import vector
+from polc.runtime.trace.rollout import TraceLayout
+
+CAR = envs.get("car_racing")
+
+
+def actions(rng, n):
+    return [{"steer": np.float32(rng.uniform(-1, 1)), "gas": np.float32(rng.uniform(0, 1)),
+             "brake": np.float32(rng.uniform(0, 0.2))} for _ in range(n)]
+
+
+def test_observations_of_many_envs_at_once_are_each_envs_own_bit_for_bit():
+    made = [CAR.make() for _ in range(4)]
+    for seed, env in enumerate(made):
+        env.reset(seed=seed)
+    u = [e.unwrapped for e in made]
+    rng = np.random.default_rng(0)
+    for _ in range(250):
+        for env, act in zip(made, actions(rng, len(made))):
+            env.step(act)
+        many = cr.observe_packed_many(u)
+        assert many.dtype == np.float32 and many.shape == (len(u), cr._LO.size)
+        for j, env in enumerate(u):
+            assert many[j].tobytes() == cr.observe_packed(env, env.geometry).tobytes()
+
+
+def test_observations_at_once_around_the_lap_seam():
+    env = CAR.make()
+    env.reset(seed=5)
+    u = env.unwrapped
+    geo = u.geometry
+    for i in (geo.n - 13, geo.n - 12, geo.n - 1, 0, 1):
+        for along in (-1.0, 1.0):  # just behind and just past point i
+            u.car.hull.position = tuple(geo.xy[i] + along * geo.forward[i])
+            assert cr.observe_packed_many([u])[0].tobytes() == cr.observe_packed(u, geo).tobytes()
+
+
+def _layout():
+    import polc
+
+    policy = polc.load("examples/car_racing/initial.pol").compile()
+    return TraceLayout(policy.program, CAR.schema)
+
+
+def reference_steps(seeds, acts, layout):
+    """The envs stepped one by one, each observation dict packed field by field."""
+    made = [CAR.make() for _ in seeds]
+    for env, s in zip(made, seeds):
+        env.reset(seed=s)
+    out = []
+    for step_acts in acts:
+        step = []
+        for env, act in zip(made, step_acts):
+            obs, r, term, trunc, _ = env.step(act)
+            row = np.concatenate([np.ravel(obs[name]) for name, *_ in layout.obs_fields])
+            step.append((row, r, term, trunc))
+        out.append(step)
+    return out
+
+
+def test_packed_envs_defer_car_racing_observations_and_give_the_same_steps():
+    layout = _layout()
+    seeds = [3, 4, 5]
+    packed = vector.PackedEnvs(CAR, len(seeds), layout.obs_fields)
+    assert packed._batch.tolist() == [0, 1, 2] and all(u.defer_observation for u in packed._batch_envs)
+    act_fields = (("steer", 0, 1, ()), ("gas", 1, 1, ()), ("brake", 2, 1, ()))
+    rng = np.random.default_rng(1)
+    acts = [actions(rng, len(seeds)) for _ in range(120)]
+    ref = reference_steps(seeds, acts, layout)
+    packed.reset(seeds)
+    for step_acts, want in zip(acts, ref):
+        a = np.array([[x["steer"], x["gas"], x["brake"]] for x in step_acts], np.float32)
+        rows, rewards, term, trunc = packed.step(a, act_fields)
+        for j, (obs, r, t, tr) in enumerate(want):
+            assert rows[j].tobytes() == obs.tobytes()
+            assert rewards[j] == r and term[j] == t and trunc[j] == tr
+            assert packed._batch_envs[j].packed_obs.tobytes() == obs.tobytes()
+    packed.close()
+
+
+class Shift(gym.ObservationWrapper):
+    def observation(self, obs):
+        return {k: v + np.float32(1) if k == "speed" else v for k, v in obs.items()}
+
+
+def test_an_env_under_a_wrapper_that_reads_observations_is_not_deferred():
+    layout = _layout()
+
+    class Spec:
+        schema = CAR.schema
+
+        @staticmethod
+        def make():
+            return Shift(CAR.make())
+
+    packed = vector.PackedEnvs(Spec, 2, layout.obs_fields)
+    assert len(packed._batch) == 0 and not any(e.unwrapped.defer_observation for e in packed.envs)
+    rows = packed.reset([0, 1])
+    at = next(start for name, start, *_ in layout.obs_fields if name == "speed")
+    rows, *_ = packed.step(np.zeros((2, 3), np.float32), (("steer", 0, 1, ()), ("gas", 1, 1, ()),
+                                                           ("brake", 2, 1, ())))
+    assert np.all(rows[:, at] >= 1.0)  # the wrapper's observation, not the env's own row
+    packed.close()
+
+
+@pytest.mark.parametrize("bad", [np.float32("nan"), np.float64("inf"), float("-inf")])
+def test_finite_actions_refuses_a_non_finite_scalar_as_it_refuses_an_array(bad):
+    messages = []
+    for value in (bad, np.array([bad])):  # the scalar fast path, and the array path it skips
+        env = CAR.make()
+        env.reset(seed=10_000)
+        with pytest.raises(envs.NonFiniteAction) as e:
+            env.step({"steer": np.float32(0), "gas": value, "brake": np.float32(0)})
+        assert env.unwrapped.last_raw_action is None  # the simulator never saw it
+        messages.append(str(e.value))
+    kind = "NaN" if np.isnan(bad) else ("+inf" if bad > 0 else "-inf")
+    assert messages[0].startswith(f'the policy\'s action "gas" is {kind} at step 0 of the episode with seed 10000')
+    assert messages[1].startswith(f'the policy\'s action "gas" is {kind} (elements [0]) at step 0')
