@@ -18,7 +18,8 @@ not counted. Nothing here asserts a time.
 commit before issue 18's changes, 792c298), each in its own child process pinned to the
 idlest core, interleaved `--reps` times in a rotating order: the default 20 in-process
 environments, one warm-up update, then `--updates` timed updates of 20 episodes each.
-Per candidate: seconds per 100 resets in process CPU time (steadier on a shared machine)
+matplotlib is imported in each child before training (a once-per-process cost, like the
+compiles). Per candidate: seconds per 100 resets in process CPU time (steadier on a shared machine)
 and wall time, the median over repetitions, and the median of the per-repetition
 ratios new / old. It also checks that both gave the SAME episodes: every episode's
 return (float64, exactly) and the final rl.params file, and says so.
@@ -125,6 +126,12 @@ def worker(args) -> int:
         return ep
 
     collect.Collector.run = run
+    # matplotlib's import (about 0.8 s) is paid once per process, at the first curve.png, like
+    # the compiles the warm-up update absorbs; imported here, before any update, so that a tree
+    # which draws the curve at checkpoints (not after the warm-up) is not charged it in the one
+    # timed update while one that draws after every update paid it in the warm-up.
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
     marks: list[tuple[float, float]] = []
     policy = polc.load(str(POLICY)).compile()
     params = load_params(args.worker, policy)

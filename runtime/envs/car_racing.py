@@ -171,7 +171,6 @@ class TrackGeometry:
         ext = (np.arange(self.n + N_TILES_AHEAD) % self.n)
         self.x_ahead, self.y_ahead = self.xy[ext, 0].copy(), self.xy[ext, 1].copy()
         self.beta_ahead, self.sharp_ahead = self.beta[ext], self.sharp[ext]
-        self.xy_ahead = np.stack([self.x_ahead, self.y_ahead])  # (2, N + 12), for `observe_packed_many`
         self._beta_list = self.beta.tolist()  # indexing a list per step is cheaper than numpy's
 
     def nearest(self, p: np.ndarray) -> int:
@@ -243,43 +242,70 @@ def observe_packed(env: _cr.CarRacing, geo: TrackGeometry) -> np.ndarray:
     return out
 
 
+class _Stacked:
+    """The geometries of k tracks padded into (k, max N) arrays, so the nearest point and
+    the points ahead of every env are found with one numpy call each. The padding of
+    `x`, `y` is +inf: its squared distance is +inf, never the first minimum (a NaN
+    position gives index 0, as `TrackGeometry.nearest` does)."""
+
+    def __init__(self, geos: Sequence[TrackGeometry]):
+        self.geos = tuple(geos)
+        k, n = len(geos), max(g.n for g in geos)
+        self.x, self.y = np.full((k, n), np.inf), np.full((k, n), np.inf)
+        self.x_ahead, self.y_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
+        self.beta_ahead, self.sharp_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
+        for j, g in enumerate(geos):
+            self.x[j, :g.n], self.y[j, :g.n] = g.x, g.y
+            m = g.n + N_TILES_AHEAD
+            self.x_ahead[j, :m], self.y_ahead[j, :m] = g.x_ahead, g.y_ahead
+            self.beta_ahead[j, :m], self.sharp_ahead[j, :m] = g.beta_ahead, g.sharp_ahead
+        self.dx, self.dy = np.empty((k, n)), np.empty((k, n))  # scratch
+
+    def of(self, geos: Sequence[TrackGeometry]) -> bool:
+        return len(geos) == len(self.geos) and all(a is b for a, b in zip(geos, self.geos))
+
+
+_stacked: Optional[_Stacked] = None  # the last envs' tracks: rebuilt only after a reset changed one
+_AHEAD = np.arange(N_TILES_AHEAD)
+
+
 def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
     """`observe_packed` of every env (each with its `geometry`) as one (k, O) float32 array,
     bit for bit the rows `observe_packed` gives one at a time.
 
     Why: a rollout steps its k envs together, and one env's observation is mostly
-    numpy's per-call overhead on 12-element arrays (about 20 us of which a fifth is
-    arithmetic). Here only what differs per env runs per env (the Box2D reads, the
-    nearest point, the two 2-vector dots, which numpy rounds its own way); the tiles,
+    numpy's per-call overhead on 12-element arrays (about 20 us, of which a fifth is
+    arithmetic). Here only what differs per env runs per env (the Box2D reads and the
+    two 2-vector dots, which numpy rounds its own way); the nearest points, the tiles,
     the float32 cast and the clip are computed for all k rows at once, with the same
     float64 expressions, elementwise, in the same order."""
+    global _stacked
     k = len(envs)
-    rel = np.empty((k, 2, N_TILES_AHEAD))  # the points ahead, world x and y, then relative to the car
-    beta = np.empty((k, N_TILES_AHEAD))
-    buf = np.empty((k, _LO.size))
-    tiles = buf[:, :_SCALARS_AT].reshape(k, N_TILES_AHEAD, 4)
-    pos = np.empty((k, 2, 1))
-    angle, cos, sin = np.empty((k, 1)), np.empty((k, 1)), np.empty((k, 1))
+    geos = [env.geometry for env in envs]
+    if _stacked is None or not _stacked.of(geos):
+        _stacked = _Stacked(geos)
+    st = _stacked
+    cars = [env.car for env in envs]
+    hulls = [car.hull for car in cars]
+    pos = np.array([tuple(h.position) for h in hulls])  # (k, 2)
+    angle = np.array([h.angle for h in hulls])
+    dx, dy = st.dx, st.dy  # the squared distances, as `TrackGeometry.nearest` computes them
+    np.subtract(st.x, pos[:, :1], out=dx)
+    np.subtract(st.y, pos[:, 1:], out=dy)
+    dx *= dx
+    dy *= dy
+    dx += dy
+    nearest = dx.argmin(axis=1).tolist()
+    starts = np.empty(k, np.intp)
+    cos, sin = np.empty((k, 1)), np.empty((k, 1))
     scalars = []
-    for j, env in enumerate(envs):
-        geo = env.geometry
-        car = env.car
-        hull = car.hull
-        px, py = hull.position
-        a = hull.angle
+    for j, (env, geo, car, hull, i0) in enumerate(zip(envs, geos, cars, hulls, nearest)):
+        a = float(angle[j])
         c, s = math.cos(a), math.sin(a)
-        p = np.array((px, py))
-        i0 = geo.nearest(p)
-        rel0 = p - geo.xy[i0]
+        rel0 = pos[j] - geo.xy[i0]
         start = i0 + 1 if rel0 @ geo.forward[i0] > 0 else i0
-        end = start + N_TILES_AHEAD
-        if start >= geo.n:
-            start, end = start - geo.n, end - geo.n
-        rel[j] = geo.xy_ahead[:, start:end]
-        beta[j] = geo.beta_ahead[start:end]
-        tiles[j, :, 3] = geo.sharp_ahead[start:end]
-        pos[j, 0, 0], pos[j, 1, 0] = px, py
-        angle[j, 0], cos[j, 0], sin[j, 0] = a, c, s
+        starts[j] = start - geo.n if start >= geo.n else start
+        cos[j, 0], sin[j, 0] = c, s
         vx, vy = hull.linearVelocity
         w0, w1, w2, w3 = car.wheels
         rim = w0.wheel_rad / 100.0
@@ -293,15 +319,21 @@ def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
             not w0.tiles, not w1.tiles, not w2.tiles, not w3.tiles,  # on_grass
             env.tile_visited_count / geo.n,  # progress
         ))
-    rel -= pos
-    rx, ry = rel[:, 0], rel[:, 1]
+    idx = starts[:, None] + _AHEAD
+    rx = np.take_along_axis(st.x_ahead, idx, 1)
+    rx -= pos[:, :1]
+    ry = np.take_along_axis(st.y_ahead, idx, 1)
+    ry -= pos[:, 1:]
+    buf = np.empty((k, _LO.size))
+    tiles = buf[:, :_SCALARS_AT].reshape(k, N_TILES_AHEAD, 4)
     tiles[:, :, 0] = (rx * cos + ry * sin) / TILE_SCALE
     tiles[:, :, 1] = (ry * cos - rx * sin) / TILE_SCALE
-    theta = angle - beta
+    theta = angle[:, None] - np.take_along_axis(st.beta_ahead, idx, 1)
     theta += np.pi
     np.remainder(theta, _TWO_PI, out=theta)
     theta -= np.pi
     tiles[:, :, 2] = theta
+    tiles[:, :, 3] = np.take_along_axis(st.sharp_ahead, idx, 1)
     buf[:, _SCALARS_AT:] = scalars
     out = buf.astype(np.float32)
     np.clip(out, _LO, _HI, out=out)
