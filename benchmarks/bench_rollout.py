@@ -18,6 +18,17 @@ vectorised, and the Parquet settings of the trace, side by side.
    defaults: time and size.
 The policy is examples/car_racing/initial.pol with its declared weights
 (or `--params`). Nothing here asserts a time.
+
+    .venv/bin/python benchmarks/bench_rollout.py --against 792c298 [--reps 3] [--episodes 10]
+
+`--against COMMIT` times this working tree's rollouts against polc at git COMMIT (e.g.
+792c298, before issue 18), each in its own child process pinned to the idlest core,
+interleaved `--reps` times in a rotating order, as `polc eval` and `polc rollout` run
+them: `--episodes` episodes on the first evaluation seeds, all in-process envs stepped
+together (`default_n_envs`), after a warm-up rollout of two episodes (compiles), untraced
+(eval) and traced (rollout). Per candidate: process CPU seconds per 1000 env steps, the
+median of per-repetition ratios new / old, and whether every episode's return (float64)
+and length are identical.
 """
 
 from __future__ import annotations
@@ -154,6 +165,83 @@ def parquet_settings(policy, params, spec, rows: int, reps: int) -> dict:
     return result
 
 
+def against_worker(args) -> int:
+    """One candidate of `--against`: time untraced and traced rollouts, print JSON."""
+    import json
+
+    common.single_threaded_jax_env()
+    import jax
+
+    import polc
+    from polc.runtime import envs
+    from polc.runtime.trace.rollout import RolloutConfig, rollout
+    from polc.runtime.trace.vector import default_n_envs
+
+    policy = polc.load(str(common.CAR_RACING)).compile()
+    params = policy.init(jax.random.PRNGKey(0))
+    spec = envs.get("car_racing")
+    seeds = list(range(10_000, 10_000 + args.episodes))
+    out = {}
+    for traced in (False, True):
+        config = RolloutConfig(n_envs=default_n_envs(len(seeds)), trace=traced)
+        rollout(policy, params, spec, seeds[:2], config)  # warm-up: compiles, first env start-up
+        t0 = common.cpu_seconds()
+        result = rollout(policy, params, spec, seeds, config)
+        cpu = common.cpu_seconds() - t0
+        steps = int(sum(result.lengths))
+        out["traced" if traced else "untraced"] = {
+            "cpu_per_1000_steps": 1000 * cpu / steps, "returns": [repr(float(r)) for r in result.returns],
+            "lengths": [int(n) for n in result.lengths]}
+    print(json.dumps(out))
+    return 0
+
+
+def against(args) -> dict:
+    """This tree's rollouts against polc at `args.against`, interleaved child processes."""
+    import json
+    import subprocess
+
+    old_tree = common.source_tree(args.against)
+    here = os.path.abspath(__file__)
+    cands = {"new (this tree)": None, f"old ({args.against})": old_tree}
+    names = list(cands)
+    out = {n: [] for n in names}
+    load = common.LoadMeter()
+    with tempfile.TemporaryDirectory() as d:
+        for rep in range(args.reps):
+            for name in names[rep % 2:] + names[:rep % 2]:
+                core = common.idlest_core()
+                argv = ["taskset", "-c", str(core), sys.executable, here, "--against-worker",
+                        "--episodes", str(args.episodes)]
+                p = subprocess.run(argv, env=common.child_env(cands[name]), capture_output=True, text=True, cwd=d)
+                if p.returncode != 0:
+                    raise RuntimeError(f"{name} failed:\n{p.stderr[-3000:]}")
+                out[name].append(json.loads(p.stdout.strip().splitlines()[-1]))
+                r = out[name][-1]
+                print(f"  rep {rep + 1} {name:24s} untraced {r['untraced']['cpu_per_1000_steps']:.3f} s, traced "
+                      f"{r['traced']['cpu_per_1000_steps']:.3f} s CPU per 1000 steps (core {core})",
+                      file=sys.stderr, flush=True)
+    busy = load.busy_cores()
+    new, old = names
+    med = statistics.median
+    result = {"against": args.against, "reps": args.reps, "episodes": args.episodes, "busy_cores": busy}
+    print(f"\nRollouts on Car Racing ({common.CAR_RACING.name}, declared weights), {args.episodes} episodes on "
+          f"the first evaluation seeds, {args.reps} interleaved repetitions, CPU s per 1000 env steps:")
+    print(f"{'':10s} {new:>18s} {old:>18s} {'new / old':>10s}  identical returns and lengths")
+    for kind in ("untraced", "traced"):
+        a = [r[kind]["cpu_per_1000_steps"] for r in out[new]]
+        b = [r[kind]["cpu_per_1000_steps"] for r in out[old]]
+        same = all((x[kind]["returns"], x[kind]["lengths"]) == (y[kind]["returns"], y[kind]["lengths"])
+                   for x in out[new] for y in out[old])
+        ratio = common.paired_ratio(a, b)
+        result[kind] = {"new": a, "old": b, "ratio": ratio, "identical": same}
+        print(f"{kind:10s} {med(a):18.3f} {med(b):18.3f} {ratio:10.3f}  {same}")
+    if busy is not None:
+        print(f"machine load during the run: {busy:.1f} of {os.cpu_count()} cores busy")
+    common.write_json(args.json, result)
+    return result
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median over them)")
@@ -161,7 +249,16 @@ def main(argv=None) -> int:
     ap.add_argument("--params", help="a params file for initial.pol (default: its declared weights)")
     ap.add_argument("--rows", type=int, default=100_000, help="rows of the Parquet comparison")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--against", metavar="COMMIT", help="time this tree's rollouts against polc at COMMIT")
+    ap.add_argument("--against-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.against_worker:
+        return against_worker(args)
+    if args.against:
+        if "--episodes" not in (argv if argv is not None else sys.argv):
+            args.episodes = 10  # `polc eval`'s default
+        against(args)
+        return 0
 
     import jax
 
