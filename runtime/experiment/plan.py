@@ -62,6 +62,10 @@ class Budget:
     low: int = 400                     # RL resets, low compute
     high: int = 2000                   # RL resets, high compute
     episodes_per_update: int = 20      # the paper's
+    rl_lr: float = 1e-3                # RL's Adam step: the paper's 7e-3 collapses 2000-reset runs (docs/results/rl.md)
+    rl_keep: str = "best"              # each RL row's params: the best held-out checkpoint so far ("last": the last)
+    val_every: int = 10                # updates between held-out evaluations (rl_keep="best")
+    val_episodes: int = 20             # held-out episodes (validation seeds, never the evaluation seeds) each
     max_steps: Optional[int] = None    # cut every episode (None: the environment's own limit)
     restarts: int = 3                  # IL restarts
     max_epochs: int = 2000             # IL epochs per restart
@@ -74,8 +78,8 @@ class Budget:
 
 
 FULL = Budget()
-QUICK = Budget(seeds=3, rl_seeds=1, low=8, high=16, episodes_per_update=4, max_steps=300, restarts=1, max_epochs=300,
-               patience=30, refine_quick=True, quick=True)
+QUICK = Budget(seeds=3, rl_seeds=1, low=8, high=16, episodes_per_update=4, val_every=2, val_episodes=2, max_steps=300,
+               restarts=1, max_epochs=300, patience=30, refine_quick=True, quick=True)
 
 
 @dataclass

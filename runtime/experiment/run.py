@@ -18,6 +18,13 @@ The output directory holds every artefact a step produced:
                                 (RLConfig.seed: the noise of its sampled actions);
                                 low.params there is the params after the low budget
 
+RL. Each run is `polc rl`'s update with the budget's Adam step (`rl_lr`, 1e-3: the
+paper's 7e-3 makes a 2000-reset run collapse) and, with `rl_keep="best"`, params kept
+by a held-out evaluation every `val_every` updates on `val_episodes` validation seeds
+(mean actions; never the evaluation seeds): a row's params are the best checkpoint
+up to its budget. The held-out episodes are not counted in the row's resets, as
+`polc rl` does not count them (docs/results/rl.md says how many they are).
+
 A step whose `steps/<step>.json` exists is not run again, so an interrupted
 experiment continues where it stopped (`polc experiment` with the same -o), and
 nothing already computed is lost. The budget is recorded in `experiment.json`;
@@ -348,7 +355,9 @@ class Experiment:
         policy = self._policy(s)
         start = load_params(str(self.out / params_file), policy)
         e = self.budget.episodes_per_update
-        config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e), seed=seed)
+        b = self.budget
+        config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e), seed=seed, lr=b.rl_lr,
+                          keep=b.rl_keep, val_every=b.val_every, val_episodes=b.val_episodes)
         directory = self.out / "rl" / s.key / f"seed{seed}"
         result = train(policy, start, self.spec, config, str(directory), resume=True,
                        start={"file": params_file}, progress=self.progress)
