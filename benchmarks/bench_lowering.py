@@ -8,7 +8,9 @@ Both are `jit(vmap(apply))` over a batch of Car Racing observations
 First both are checked to give the same actions and latents (allclose), then
 timed interleaved; the table gives the ratio compiled / hand (target <= 1.05),
 the median over repetitions of the ratio of the two times taken back to back in
-that repetition. XLA runs single-threaded (XLA_FLAGS set below, before jax is
+that repetition. A third candidate, the compiled policy with one constraint
+transform per weight (`lower(tp, grouped=False)`), gives the gain of grouping
+them (`polc.lower.TransformGroup`). XLA runs single-threaded (XLA_FLAGS set below, before jax is
 imported) and the process is pinned to one core, the same setting as the
 PyTorch comparison (see common.pin_to_one_core for why).
 """
@@ -34,12 +36,14 @@ import car_racing_jax as hand  # noqa: E402
 TARGET = 1.05
 
 
-def load_policy():
+def load_policy(grouped: bool = True):
     """The compiled policy and its initial params. (Analysis is skipped: it
-    changes nothing in the lowered function.)"""
+    changes nothing in the lowered function.) `grouped=False`: one constraint
+    transform per weight (`polc.lower.TransformGroup`)."""
     import polc
+    from polc.lower import lower
 
-    policy = polc.load(str(common.CAR_RACING), analyze=False).compile()
+    policy = lower(polc.load(str(common.CAR_RACING), analyze=False).typed, grouped=grouped)
     return policy, policy.init(jax.random.PRNGKey(0))
 
 
@@ -72,6 +76,7 @@ def synced(fn, params, obs):
 def run(batches, reps: int, target_s: float) -> list[dict]:
     policy, params = load_policy()
     compiled = jax.jit(jax.vmap(policy.apply, in_axes=(None, 0)))
+    per_weight = jax.jit(jax.vmap(load_policy(grouped=False)[0].apply, in_axes=(None, 0)))
     handwritten = hand.batched(hand.apply)
 
     # Correctness first: at the initial weights and at random ones.
@@ -80,6 +85,7 @@ def run(batches, reps: int, target_s: float) -> list[dict]:
                      for k, v in params.items()}
     for p in (params, random_params):
         worst = check_same(compiled, handwritten, p, jax.device_put(common.car_obs(4096, seed=2)))
+        check_same(compiled, per_weight, p, jax.device_put(common.car_obs(4096, seed=2)))
     print(f"same outputs: actions and latents allclose (rtol 1e-5, atol 1e-6); last max |diff| {worst:.2g}")
 
     results = []
@@ -88,12 +94,16 @@ def run(batches, reps: int, target_s: float) -> list[dict]:
         obs = jax.device_put(common.car_obs(b, seed=b))
         check_same(compiled, handwritten, params, obs)
         t = common.time_interleaved({"compiled": synced(compiled, params, obs),
-                                     "hand": synced(handwritten, params, obs)}, reps=reps, target_s=target_s)
+                                     "hand": synced(handwritten, params, obs),
+                                     "per_weight": synced(per_weight, params, obs)}, reps=reps, target_s=target_s)
         results.append({"batch": b, **t,
                         "ratio": common.paired_ratio(t["compiled"]["samples_s"], t["hand"]["samples_s"]),
                         "ratio_cpu": common.paired_ratio(t["compiled"]["cpu_samples_s"], t["hand"]["cpu_samples_s"]),
+                        "grouped_cpu": common.paired_ratio(t["compiled"]["cpu_samples_s"],
+                                                           t["per_weight"]["cpu_samples_s"]),
                         "hlo_ops": {"compiled": hlo_ops(compiled, params, obs),
-                                    "hand": hlo_ops(handwritten, params, obs)}})
+                                    "hand": hlo_ops(handwritten, params, obs),
+                                    "per_weight": hlo_ops(per_weight, params, obs)}})
         print(f"  batch {b}: done", file=sys.stderr)
     busy = load.busy_cores()
     if busy is not None:
@@ -108,14 +118,16 @@ def report(results: list[dict], reps: int) -> str:
         rows.append([r["batch"], common.fmt_time(c["median_s"]), common.spread(c["samples_s"]),
                      common.fmt_time(h["median_s"]), common.spread(h["samples_s"]), f"{r['ratio']:.3f}",
                      "yes" if r["ratio"] <= TARGET else "NO", f"{r['ratio_cpu']:.3f}", f"{c['cpu_per_wall']:.2f}/{h['cpu_per_wall']:.2f}",
-                     f"{r['hlo_ops']['compiled']}/{r['hlo_ops']['hand']}"])
+                     f"{r['hlo_ops']['compiled']}/{r['hlo_ops']['hand']}", f"{r['grouped_cpu']:.3f}",
+                     str(r["hlo_ops"]["per_weight"])])
     headers = ["batch", "compiled", "iqr", "hand", "iqr", "compiled/hand", f"<= {TARGET}", "same, CPU time",
                "cpu/wall c/h",
-               "HLO ops c/h"]
+               "HLO ops c/h", "grouped/per-weight, CPU", "HLO ops per-weight"]
     pinned = "not pinned" if PINNED is None else f"pinned to core {PINNED}"
     return (f"median wall time per call of jit(vmap(apply)), {reps} interleaved repetitions; ratio = median over "
             f"repetitions of compiled/hand\n(wall time; 'same, CPU time' is that ratio in process CPU time, which "
-            f"waiting for a busy core does not inflate);\nXLA_FLAGS={common.XLA_SINGLE_THREAD!r}; {pinned}; "
+            f"waiting for a busy core does not inflate); 'grouped/per-weight' is the compiled policy against itself "
+            f"with one constraint transform per weight (lower(tp, grouped=False)), in CPU time;\nXLA_FLAGS={common.XLA_SINGLE_THREAD!r}; {pinned}; "
             f"jax {jax.__version__}\n" + common.table(headers, rows))
 
 

@@ -5,7 +5,9 @@
     emit_json(tp, intervals=None) -> str   the checked graph, for tools
 
 The Python module computes what `lower(tp).apply` computes, op for op: both
-print/call the functions in `lower`'s tables. This module imports jax only
+print/call the functions in `lower`'s tables. Its `constrain` is written one
+line per weight, as `lower(tp, grouped=False)` computes it; `lower` groups the
+weights by transform, which can differ in the last bit (`lower.TransformGroup`). This module imports jax only
 inside `emit_python`/`emit_hlo` (through `lower`), so `emit_json` stays cheap.
 """
 
