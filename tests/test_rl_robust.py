@@ -120,7 +120,7 @@ def test_a_run_with_the_new_settings_resumes_bit_for_bit(tmp_path):
     policy = compiled(TINY)
     params = policy.init(jax.random.PRNGKey(0))
     config = RLConfig(resets=12, episodes_per_update=4, lr=0.3, target_kl=0.02, min_std=0.1, max_grad_norm=0.5,
-                      keep="best", val_every=2, val_episodes=2, anneal=0.5, minibatches=2, seed=4)
+                      keep="best", val_every=2, val_episodes=2, anneal=0.5, anneal_lr=True, minibatches=2, seed=4)
     whole = train(policy, params, SPEC, config, str(tmp_path / "whole"))
     part = str(tmp_path / "part")
 
@@ -141,6 +141,7 @@ def test_a_run_with_the_new_settings_resumes_bit_for_bit(tmp_path):
     assert logs[0]["kept"] == logs[1]["kept"] and logs[0]["validations"] == logs[1]["validations"]
     # the sampling std shrinks over the last half of the 3 updates
     assert [r["std_scale"] for r in logs[0]["log"]] == [1.0, pytest.approx(0.7), pytest.approx(0.1)]
+    assert [r["lr_scale"] for r in logs[0]["log"]] == [r["std_scale"] for r in logs[0]["log"]]  # --anneal-lr
 
 
 def test_a_checkpoint_written_before_these_settings_resumes_as_the_paper_ran():
@@ -173,3 +174,27 @@ def test_the_new_settings_are_polc_engine_flags(tmp_path, pol, capsys):
     code, _, err = run_polc(capsys, "rl", pol, "--env", "toy_reach", "-o", str(tmp_path / "r"), "--engine", "brax",
                             "--num-envs", "1", "--timesteps", "10", "--min-std", "0.1", "--keep", "best")
     assert code == 2 and "--min-std, --keep belong to the polc engine" in err
+
+
+def test_anneal_lr_scales_adams_step_by_the_std_scale():
+    from polc.runtime.rl.losses import advantages
+    from polc.runtime.rl.train import Updater
+
+    policy = compiled(toy.reach_policy(kp=0.5, kd=0.2, std=0.2))
+    params = policy.init(jax.random.PRNGKey(0))
+    base = RLConfig(resets=8, episodes_per_update=4, seeds_per_update=2, lr=0.01, epochs=1, target_kl=0.0,
+                    anneal=1.0)
+    with Collector(policy, SPEC, 4, asynchronous=False) as c:
+        ep = c.run(params, jax.random.PRNGKey(1), [1000, 1000, 1001, 1001], std_scale=0.5)
+        batch = c.transitions(ep, advantages(ep.rewards, ep.mask, [0, 0, 1, 1], 0.98, True))
+    moved = {}
+    for flag in (False, True):
+        config = replace(base, anneal_lr=flag)
+        updater = Updater(policy, config)
+        new, _, stats = updater(params, updater.optimizer.init(params), batch, np.random.default_rng(0), 0.5)
+        moved[flag] = np.concatenate([np.ravel(np.asarray(a) - np.asarray(b))
+                                      for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(params))])
+    assert np.max(np.abs(moved[False])) > 1e-4  # Adam's first step moves every weight by about lr
+    np.testing.assert_allclose(moved[True], 0.5 * moved[False], rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError, match="set anneal > 0"):
+        RLConfig(anneal_lr=True).verify()

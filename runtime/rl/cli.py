@@ -47,6 +47,7 @@ OVERRIDES = (
      "--keep best: evaluate the mean (default) or the sampled actions"),
     ("--anneal", "anneal", float,
      "share of the updates, at the end, over which the sampling std shrinks to 0.1x (default 0 = off)"),
+    ("--anneal-lr", "anneal_lr", "bool", "--anneal: scale Adam's step down with the sampling std (default off)"),
 )
 
 
@@ -56,7 +57,7 @@ POLC_ONLY = (("resets", "--resets"), ("n_envs", "--n-envs"), ("episodes_per_upda
              ("seeds_per_update", "--seeds-per-update"), ("target_kl", "--target-kl"), ("min_std", "--min-std"),
              ("max_grad_norm", "--max-grad-norm"), ("normalise_advantages", "--normalise-advantages"),
              ("keep", "--keep"), ("val_episodes", "--val-episodes"), ("val_every", "--val-every"),
-             ("val_actions", "--val-actions"), ("anneal", "--anneal"))
+             ("val_actions", "--val-actions"), ("anneal", "--anneal"), ("anneal_lr", "--anneal-lr"))
 BRAX_ONLY = (("num_envs", "--num-envs"), ("timesteps", "--timesteps"), ("evals", "--evals"))
 # polc-engine override -> BraxConfig field, for the settings both engines share.
 SHARED = {"seed": "seed", "lr": "learning_rate", "gamma": "discounting", "clip": "clipping_epsilon"}

@@ -31,7 +31,10 @@ Robustness beyond the paper (each measured with its ablation in docs/results/rl.
     anneal         over the last `anneal` share of the updates the sampling std is
                    scaled linearly from 1 down to ANNEAL_END. The schedule follows the
                    budget (`resets`): a run resumed with a larger budget anneals again
-                   at its new end, so leave it off for runs that grow in steps.
+                   at its new end, so leave it off for runs that grow in steps. With
+                   `anneal_lr` Adam's step is scaled by the same factor: as the noise
+                   shrinks, episodes of a group differ less, and the group-normalised
+                   advantages that Adam's scale-free step follows carry less signal.
 
 Resets. Every environment episode used for training is one reset, as in the
 paper's Table 1 (final evaluation is not counted). An update uses exactly
@@ -103,6 +106,7 @@ class RLConfig:
     val_every: int = 5                # updates between held-out evaluations (and after the last)
     val_actions: str = "mean"         # the held-out evaluation acts on the "mean" or "sampled" actions
     anneal: float = 0.0               # share of the updates, at the end, over which the sampling std shrinks
+    anneal_lr: bool = False           # scale Adam's step by the same factor as the std while annealing
 
     # What a resumed run may change. Not n_envs: the batch size of the policy call
     # changes its float rounding, and a bit-for-bit resume needs the same calls.
@@ -111,7 +115,7 @@ class RLConfig:
     # keep-best: their values reproducing the paper's update (and what a checkpoint
     # written before them ran with).
     PAPER: ClassVar[dict] = {"target_kl": 0.0, "min_std": 0.0, "max_grad_norm": 0.0,
-                             "normalise_advantages": False, "keep": "last", "anneal": 0.0}
+                             "normalise_advantages": False, "keep": "last", "anneal": 0.0, "anneal_lr": False}
 
     @classmethod
     def from_saved(cls, saved: dict) -> "RLConfig":
@@ -137,6 +141,8 @@ class RLConfig:
                 raise ValueError(f"{name} must be >= 0 (0 switches it off; got {getattr(self, name)})")
         if not 0.0 <= self.anneal <= 1.0:
             raise ValueError(f"anneal must lie in [0, 1] (got {self.anneal})")
+        if self.anneal_lr and self.anneal <= 0:
+            raise ValueError("anneal_lr scales Adam's step with the annealed std: set anneal > 0 too")
         if self.keep not in ("best", "last"):
             raise ValueError(f'keep must be "best" or "last" (got "{self.keep}")')
         if self.val_actions not in ("mean", "sampled"):
@@ -196,7 +202,8 @@ class Updater:
         e = c.episodes_per_update
         order = np.stack([rng.permutation(e) if c.minibatches > 1 else np.arange(e) for _ in range(c.epochs)])
         order = order.reshape(c.epochs * c.minibatches, e // c.minibatches).astype(np.int32)
-        return self._update(params, opt_state, batch, order, np.float32(std_scale))
+        lr_scale = std_scale if c.anneal_lr else 1.0
+        return self._update(params, opt_state, batch, order, np.float32(std_scale), np.float32(lr_scale))
 
 
 @functools.lru_cache(maxsize=8)
@@ -228,10 +235,11 @@ def _compiled_update(policy, clip: float, window: int, lr: float, min_std: float
         return jnp.where(ok, s, 0.0), jnp.where(ok, v, kl(jnp.float32(0.0)))
 
     def step(carry, idx):
-        params, opt_state, stopped, batch, std_scale = carry
+        params, opt_state, stopped, batch, std_scale, lr_scale = carry
         mb = jax.tree.map(lambda x: x[idx], batch)
         (_, stats), g = grad(params, mb, std_scale)
         updates, new_opt = optimizer.update(g, opt_state, params)
+        updates = jax.tree.map(lambda u: lr_scale * u, updates)  # Adam's step is linear in its lr
         if target_kl > 0:
             s, kl = jax.lax.cond(stopped, lambda: (jnp.float32(0.0), jnp.float32(jnp.nan)),
                                  lambda: trust(params, updates, batch, std_scale))
@@ -244,18 +252,18 @@ def _compiled_update(policy, clip: float, window: int, lr: float, min_std: float
         opt_state = jax.tree.map(lambda a, b: jnp.where(taken, a, b), new_opt, opt_state)
         out = StepStats(stats.loss, stats.clip_fraction, stats.ratio, kl, s, taken.astype(jnp.float32),
                         optax.tree.norm(g))
-        return (params, opt_state, stopped | (s < 1.0), batch, std_scale), out
+        return (params, opt_state, stopped | (s < 1.0), batch, std_scale, lr_scale), out
 
-    def update(params, opt_state, batch, order, std_scale):
-        init = (params, opt_state, jnp.bool_(False), batch, std_scale)
-        (params, opt_state, _, _, _), stats = jax.lax.scan(step, init, order)
+    def update(params, opt_state, batch, order, std_scale, lr_scale):
+        init = (params, opt_state, jnp.bool_(False), batch, std_scale, lr_scale)
+        (params, opt_state, _, _, _, _), stats = jax.lax.scan(step, init, order)
         return params, opt_state, stats
 
     return optimizer, jax.jit(update)
 
 
 def _record(update: int, state: ckpt.TrainState, ep: Episodes, stats: StepStats, std_scale: float,
-            seconds: tuple[float, float]) -> dict:
+            seconds: tuple[float, float], lr_scale: float = 1.0) -> dict:
     r = lambda x: float(f"{float(x):.6g}")  # noqa: E731
     taken = np.asarray(stats.taken) > 0
     scale = np.asarray(stats.scale)
@@ -272,7 +280,7 @@ def _record(update: int, state: ckpt.TrainState, ep: Episodes, stats: StepStats,
             "steps": int(taken.sum()), "of_steps": len(taken),
             "stopped_at": int(cut[0]) + 1 if len(cut) else None,     # the step the trust region shortened (1-based)
             "step_scale": r(scale[cut[0]]) if len(cut) else 1.0,
-            "grad_norm": r(np.max(stats.grad_norm)), "std_scale": r(std_scale),
+            "grad_norm": r(np.max(stats.grad_norm)), "std_scale": r(std_scale), "lr_scale": r(lr_scale),
             "collect_s": round(seconds[0], 3), "update_s": round(seconds[1], 3),
             "elapsed_s": round(state.elapsed, 1)}
 
@@ -339,7 +347,8 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
                               f"(now {config.lr}), set a trust region (--target-kl) or a std floor (--min-std)")
             state = state._replace(params=new_params, opt_state=opt_state, updates=state.updates + 1,
                                    resets=state.resets + episodes.resets, elapsed=state.elapsed + (t2 - session))
-            record = _record(state.updates, state, episodes, stats, std_scale, (t1 - t0, t2 - t1))
+            record = _record(state.updates, state, episodes, stats, std_scale, (t1 - t0, t2 - t1),
+                             std_scale if config.anneal_lr else 1.0)
             if validator is not None and validator.due(state):
                 state = _validate(validator, state, meta, record)
             session = time.perf_counter()
