@@ -156,7 +156,7 @@ def test_a_distance_metric_is_printed_with_its_unit_direction_and_four_decimals(
     assert "| Initial structure + IL | 1 | 0 | 0 | 0.5414 ± 0.0057 |\n" in text
     assert "| Expert demonstration | - | - | - | 0.0223 ± 0.0000 |\n" in text
     assert "declares no noise" in text
-    assert "lower is better" in text and "Wall time 0:01:15" in text
+    assert "lower is better" in text and "Compute time 0:01:15" in text
 
 
 def test_an_rl_row_pools_its_training_seeds_mean_of_means_and_their_spread():

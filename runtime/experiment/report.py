@@ -69,7 +69,8 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
         lines += [f"**{quick_notice(budget)}.**", ""]
     lines += [f"`{command}`. "
               f"{len(seeds)} unseen evaluation seeds ({seeds[0]}..{seeds[-1]}), {metric.direction}. "
-              f"Wall time {_clock(seconds)} on this machine.", ""]
+              f"Compute time {_clock(seconds)} on this machine (every step's own time, summed: the wall time "
+              f"when the steps run one at a time; steps that ran side by side on Ray overlap).", ""]
     if rl_skipped:
         lines += ["RL rows skipped (`--skip-rl`): the same command without it runs them, reusing every step "
                   "here.", ""]
@@ -130,7 +131,7 @@ def results_json(task: Task, budget: Budget, rows: Sequence[Row], refinement: di
                        "higher_is_better": metric.higher_is_better},
             "evaluation": {"seeds": list(seeds), "main": "mean actions", "beside": "sampled actions (noise seed 0)"},
             "rows": [r.to_json() for r in rows], "refinement": refinement,
-            "step_seconds": steps, "wall_seconds": round(sum(steps.values()), 1)}
+            "step_seconds": steps, "step_seconds_total": round(sum(steps.values()), 1)}
 
 
 def _set_title(ax: Any, task: Task, budget: Budget, what: str) -> None:
@@ -246,7 +247,7 @@ def write_all(out: Path, task: Task, budget: Budget, rows: Sequence[Row], refine
                "rl_skipped": rl_skipped}
     write_json(out / RESULTS, results)
     write_atomic(str(out / TABLE), markdown(task, budget, rows, refinement, metric, seeds,
-                                            results["wall_seconds"], command, solved_at, rl_skipped))
+                                            results["step_seconds_total"], command, solved_at, rl_skipped))
     plot_rounds(out / ROUNDS_PNG, task, budget, rows, refinement, metric)
     plot_curves(out / CURVES_PNG, task, budget, out, refinement)
     return results

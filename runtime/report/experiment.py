@@ -246,8 +246,9 @@ def experiment_page(path: str | Path) -> str:
     if results.get("quick"):
         overview += f'<p class="notice">{esc(_quick_notice(results))}.</p>'
     if results.get("command"):
-        overview += f"<p>Command: <code>{esc(results['command'])}</code>; wall time " \
-                    f"{esc(num(results.get('wall_seconds')))} s.</p>"
+        total = results.get("step_seconds_total", results.get("wall_seconds"))  # the older name
+        overview += f"<p>Command: <code>{esc(results['command'])}</code>; compute time (the steps' own times, " \
+                    f"summed) {esc(num(total))} s.</p>"
     sections = [("table", f"The paper's {figure}, measured", overview + table1(results)),
                 ("rounds", "Score per refinement round", rounds_section(results, out)),
                 ("rl", "RL curves", curves_section(results, out))]
