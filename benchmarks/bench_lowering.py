@@ -83,9 +83,10 @@ def run(batches, reps: int, target_s: float) -> list[dict]:
     rng = np.random.default_rng(1)
     random_params = {k: jnp.asarray(np.asarray(v) + rng.normal(0, 1, np.shape(v)), jnp.float32)
                      for k, v in params.items()}
+    same_obs = jax.device_put(common.car_obs(4096, seed=2))
     for p in (params, random_params):
-        worst = check_same(compiled, handwritten, p, jax.device_put(common.car_obs(4096, seed=2)))
-        check_same(compiled, per_weight, p, jax.device_put(common.car_obs(4096, seed=2)))
+        worst = check_same(compiled, handwritten, p, same_obs)
+        check_same(compiled, per_weight, p, same_obs)
     print(f"same outputs: actions and latents allclose (rtol 1e-5, atol 1e-6); last max |diff| {worst:.2g}")
 
     results = []

@@ -202,8 +202,12 @@ class Updater:
         e = c.episodes_per_update
         order = np.stack([rng.permutation(e) if c.minibatches > 1 else np.arange(e) for _ in range(c.epochs)])
         order = order.reshape(c.epochs * c.minibatches, e // c.minibatches).astype(np.int32)
-        lr_scale = std_scale if c.anneal_lr else 1.0
-        return self._update(params, opt_state, batch, order, np.float32(std_scale), np.float32(lr_scale))
+        return self._update(params, opt_state, batch, order, np.float32(std_scale),
+                            np.float32(self.lr_scale(std_scale)))
+
+    def lr_scale(self, std_scale: float) -> float:
+        """The factor on Adam's step: the std's annealing factor with `anneal_lr`, else 1."""
+        return std_scale if self.config.anneal_lr else 1.0
 
 
 @functools.lru_cache(maxsize=8)
@@ -348,7 +352,7 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
             state = state._replace(params=new_params, opt_state=opt_state, updates=state.updates + 1,
                                    resets=state.resets + episodes.resets, elapsed=state.elapsed + (t2 - session))
             record = _record(state.updates, state, episodes, stats, std_scale, (t1 - t0, t2 - t1),
-                             std_scale if config.anneal_lr else 1.0)
+                             updater.lr_scale(std_scale))
             if validator is not None and validator.due(state):
                 state = _validate(validator, state, meta, record)
             session = time.perf_counter()
