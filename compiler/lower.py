@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, NamedTuple, Union
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,26 +102,12 @@ def _fit(x, shape: tuple[int, ...]):
     return jnp.broadcast_to(x, shape) if needs_broadcast(jnp.ndim(x), shape) else x
 
 
-class MlpBlock(nn.Module):
-    """The `mlp(...)` block: Dense layers of `hidden` sizes with `activation`
-    after each, then a Dense of size `out` (or 1, squeezed, when out == 0).
-    Input: the flattened, concatenated inputs, shape (in_size,)."""
+def mlp_block(m: T.Mlp):
+    """The flax module of an `mlp(...)` node (`mlp_block.MlpBlock`, imported here only
+    when a program has one: flax costs about 90 ms to import)."""
+    from .mlp_block import MlpBlock
 
-    hidden: tuple[int, ...]
-    out: int
-    activation: str
-
-    @nn.compact
-    def __call__(self, x):
-        act = resolve(ACTIVATIONS[self.activation])
-        for size in self.hidden:
-            x = act(nn.Dense(size)(x))
-        y = nn.Dense(self.out or 1)(x)
-        return y if self.out else y[0]
-
-
-def mlp_block(m: T.Mlp) -> MlpBlock:
-    return MlpBlock(tuple(m.hidden), m.out, m.activation)
+    return MlpBlock(tuple(m.hidden), m.out, resolve(ACTIVATIONS[m.activation]))
 
 
 def all_mlps(tp: TypedProgram) -> dict[str, T.Mlp]:

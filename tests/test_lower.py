@@ -177,10 +177,10 @@ def test_init_is_deterministic_and_splits_one_key_per_mlp_in_key_order():
     assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
     c = policy.init(jax.random.PRNGKey(8))
     assert not np.array_equal(a["h.mlp"]["Dense_0"]["kernel"], c["h.mlp"]["Dense_0"]["kernel"])
-    from polc.lower import MlpBlock
+    from polc.mlp_block import MlpBlock
 
     k_g, k_h = jax.random.split(jax.random.PRNGKey(7), 2)  # "g.mlp" < "h.mlp"
-    expect = MlpBlock((5, 4), 2, "relu").init(k_h, jnp.zeros(4))["params"]
+    expect = MlpBlock((5, 4), 2, jax.nn.relu).init(k_h, jnp.zeros(4))["params"]
     np.testing.assert_array_equal(a["h.mlp"]["Dense_0"]["kernel"], expect["Dense_0"]["kernel"])
 
 
@@ -382,3 +382,26 @@ def test_a_guard_does_not_reach_through_an_operation_that_mixes_positions():
     _, lat = policy.apply(policy.init(jax.random.PRNGKey(0)), obs)
     # v[0] = 0 is where the guard is false; had it been replaced by 1, m[1] would differ
     assert lat["m"][1] == pytest.approx(float(np.sum(np.log(1.5 * obs["v"] + 1))), rel=1e-6)
+
+
+_LOWER_AND_LIST = """
+import json, sys
+import polc
+policy = polc.loads(sys.stdin.read(), "p.pol").compile()
+policy.init(__import__("jax").random.PRNGKey(0))
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+"""
+
+
+@pytest.mark.parametrize("with_mlp", [False, True])
+def test_flax_is_imported_only_for_a_program_with_an_mlp_block(with_mlp):
+    import json
+    import subprocess
+    import sys
+
+    with open(os.path.join(ROOT, "examples", "car_racing", "initial.pol"), encoding="utf-8") as f:
+        source = MLP if with_mlp else f.read()
+    p = subprocess.run([sys.executable, "-c", _LOWER_AND_LIST], input=source, capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert ("flax" in json.loads(p.stdout.strip().splitlines()[-1])) == with_mlp
