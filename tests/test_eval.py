@@ -16,7 +16,7 @@ from rich.console import Console
 import polc
 from polc.runtime.envs import toy
 from polc.runtime.envs.metric import Metric
-from polc.runtime.trace.evaluate import EvalResult, eval_seeds, evaluate, render
+from polc.runtime.trace.evaluate import EvalResult, eval_seeds, evaluate, evaluate_many, render
 from polc.runtime.trace.rollout import RolloutConfig, rollout
 
 
@@ -137,3 +137,21 @@ def test_success_rate_is_the_share_of_episodes_with_a_successful_step(policy, n_
     console = Console(record=True, width=120)
     console.print(render(result))
     assert "success" in console.export_text()
+
+
+@pytest.mark.parametrize("n_envs", [1, 3])
+def test_evaluate_many_gives_what_evaluate_gives_for_each_params_alone(n_envs):
+    # one compiled step and one set of environments for both weight sets (polc fit's closed-loop
+    # check): returns, lengths and success flags as separate evaluations give them
+    weak = polc.loads(toy.reach_policy(kp=0.4, kd=1.0), "weak.pol", analyze=False).compile()
+    strong = polc.loads(toy.reach_policy(), "strong.pol", analyze=False).compile()
+    a, b = weak.init(jax.random.PRNGKey(0)), strong.init(jax.random.PRNGKey(0))
+    seeds = eval_seeds(toy.SPEC, 8)
+    config = RolloutConfig(n_envs=n_envs)
+    together = evaluate_many(weak, [a, b, a], ReachedSpec(), seeds, config)
+    alone = [evaluate(weak, p, ReachedSpec(), seeds, config) for p in (a, b, a)]
+    assert len(together) == 3
+    for got, want in zip(together, alone):
+        assert got.returns.tolist() == want.returns.tolist() and got.lengths.tolist() == want.lengths.tolist()
+        assert got.successes.tolist() == want.successes.tolist()
+    assert together[0].returns.tolist() != together[1].returns.tolist()  # the params did change the episodes

@@ -75,15 +75,14 @@ def closed_loop_check(policy, fitted_params, spec: Any, seeds: Sequence[int], de
     `fitted_params` on `seeds` (training seeds: see `training_seeds`), mean actions."""
     import jax
 
-    from ..trace.evaluate import evaluate
+    from ..trace.evaluate import evaluate_many
     from ..trace.rollout import RolloutConfig
     from ..trace.vector import default_n_envs
 
     if declared_params is None:
         declared_params = policy.init(jax.random.PRNGKey(0))
     config = RolloutConfig(n_envs=n_envs or default_n_envs(len(seeds)))
-    before = evaluate(policy, declared_params, spec, list(seeds), config)
-    after = evaluate(policy, fitted_params, spec, list(seeds), config)
+    before, after = evaluate_many(policy, [declared_params, fitted_params], spec, list(seeds), config)
     metric = before.metric
     return ClosedLoop(spec.schema.name, tuple(int(s) for s in seeds), before.values, after.values,
                       "return" if metric.is_return else metric.key, metric.higher_is_better)

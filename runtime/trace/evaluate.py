@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..envs.metric import RETURN, Metric
-from .rollout import RolloutConfig, rollout
+from .rollout import Rollout, RolloutConfig
 
 
 class EvalResult(NamedTuple):
@@ -185,22 +185,38 @@ def evaluate(policy, params, spec: Any, seeds: Sequence[int], config: RolloutCon
     which succeeded. Untraced when the metric is the return; otherwise each
     episode's step table is kept just long enough to score it. An environment
     that reports success runs in this process (its flags are read here)."""
+    return evaluate_many(policy, [params], spec, seeds, config, on_episode, on_steps)[0]
+
+
+def evaluate_many(policy, params_list: Sequence[Any], spec: Any, seeds: Sequence[int],
+                  config: RolloutConfig = RolloutConfig(), on_episode=None, on_steps=None) -> list[EvalResult]:
+    """`evaluate` for each params in `params_list`, one after another, on the same seeds
+    and with one compiled step and one set of environments for all of them (what
+    `polc fit`'s closed-loop check of the declared and the fitted weights runs): each
+    result is the one `evaluate` gives for those params alone."""
     metric = getattr(spec, "metric", RETURN)
     log = _success_log(spec)
     asynchronous = False if log is not None else config.asynchronous
-    cfg = RolloutConfig(config.n_envs, config.sample, config.noise_seed, not metric.is_return, asynchronous)
-    scores = np.zeros(len(seeds))
+    n = max(1, min(config.n_envs, len(seeds)))
+    cfg = RolloutConfig(n, config.sample, config.noise_seed, not metric.is_return, asynchronous)
+    results = []
+    with Rollout(policy, spec if log is None else log, cfg) as r:
+        for params in params_list:
+            scores = np.zeros(len(seeds))
 
-    def done(ep) -> None:
-        if ep.columns is not None:
-            scores[ep.index] = metric.of_episode(ep.columns)
-        if on_episode is not None:
-            on_episode(ep)
+            def done(ep) -> None:
+                if ep.columns is not None:
+                    scores[ep.index] = metric.of_episode(ep.columns)
+                if on_episode is not None:
+                    on_episode(ep)
 
-    res = rollout(policy, params, spec if log is None else log, seeds, cfg, done, on_steps)
-    return EvalResult(spec.schema.name, res.seeds, res.returns, res.lengths,
-                      None if metric.is_return else scores, metric, getattr(spec, "solved_at", None),
-                      None if log is None else log.of(res.seeds))
+            if log is not None:
+                log.records.clear()  # the success flags of this params' episodes only
+            res = r.run(params, seeds, done, on_steps)
+            results.append(EvalResult(spec.schema.name, res.seeds, res.returns, res.lengths,
+                                      None if metric.is_return else scores, metric, getattr(spec, "solved_at", None),
+                                      None if log is None else log.of(res.seeds)))
+    return results
 
 
 def evaluate_expert(spec: Any, seeds: Sequence[int], on_episode=None) -> EvalResult:
