@@ -4,6 +4,12 @@ a cold and a warm compilation cache, against polc at an older commit (issue 18).
     .venv/bin/python benchmarks/bench_fit.py [--reps 3] [--against COMMIT] [--policy initial.pol]
                                              [--demos examples/car_racing/demo.parquet] [--json FILE]
     .venv/bin/python benchmarks/bench_fit.py --in-process [--against COMMIT]
+    .venv/bin/python benchmarks/bench_fit.py --old-site DIR   # old polc on the packages it had
+
+`--old-site DIR` puts DIR before everything else on the old candidate's PYTHONPATH, so it runs
+with the packages a fresh install had at COMMIT, where this tree pins them differently: e.g.
+`pip install --no-deps --target DIR ml_dtypes==0.7.0` (pyproject.toml keeps ml_dtypes below 0.7,
+whose extension module costs 0.55 s of CPU to import here, and the old commit did not).
 
 Each repetition runs, in a rotating order, one child process per candidate, the command's
 defaults (3 restarts, the 5-episode closed-loop check), pinned to the idlest core:
@@ -50,8 +56,10 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _env(tree: Path | None, cache_home: str | None) -> dict[str, str]:
+def _env(tree: Path | None, cache_home: str | None, site: str | None = None) -> dict[str, str]:
     env = common.child_env(tree)
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join([site] + [p for p in [env.get("PYTHONPATH")] if p])
     for k in ("JAX_COMPILATION_CACHE_DIR", "POLC_NO_COMPILE_CACHE", "TF_CPP_MIN_LOG_LEVEL"):
         env.pop(k, None)
     if cache_home is None:
@@ -102,9 +110,9 @@ def fits_in_process(pol: str, demos_path: str, n: int) -> list[dict]:
 def in_process(args, pol: str) -> None:
     old_tree = common.source_tree(args.against)
     rows = []
-    for name, tree in ((f"old ({args.against})", old_tree), ("this tree", None)):
+    for name, tree, site in ((f"old ({args.against})", old_tree, args.old_site), ("this tree", None, None)):
         argv_ = [sys.executable, __file__, "--worker", "3", "--policy", args.policy, "--demos", args.demos]
-        p = subprocess.run(["taskset", "-c", str(common.idlest_core()), *argv_], env=_env(tree, None),
+        p = subprocess.run(["taskset", "-c", str(common.idlest_core()), *argv_], env=_env(tree, None, site),
                            capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"{name} failed:\n{p.stderr[-3000:]}")
@@ -119,6 +127,7 @@ def main(argv=None) -> int:
     ap.add_argument("--against", default=BEFORE, metavar="COMMIT", help=f"the older polc (default {BEFORE})")
     ap.add_argument("--policy", default="initial.pol", help="a policy of examples/car_racing/")
     ap.add_argument("--demos", default=str(common.ROOT / "examples" / "car_racing" / "demo.parquet"))
+    ap.add_argument("--old-site", metavar="DIR", help="packages before all others for the old candidate (see above)")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--in-process", action="store_true", help="fits in one process instead (see above)")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
@@ -142,7 +151,7 @@ def main(argv=None) -> int:
             out = os.path.join(tmp, f"{name.replace(' ', '_')}-{rep}.params")
             argv_ = [polc_bin, "fit", pol, "--demos", args.demos, "-o", out, "-q"]
             if name == "old":
-                return argv_, _env(old_tree, None), out
+                return argv_, _env(old_tree, None, args.old_site), out
             if name == "no cache":
                 return argv_, _env(None, None), out
             home = warm_home if name == "warm cache" else os.path.join(tmp, f"cold-{rep}")
@@ -165,7 +174,8 @@ def main(argv=None) -> int:
                 print(f"  rep {rep + 1} {name:10s} {c:6.2f} s CPU {w:6.2f} s wall", file=sys.stderr, flush=True)
         busy = load.busy_cores()
         cache_bytes = sum(f.stat().st_size for f in Path(warm_home).rglob("*") if f.is_file())
-    raw = {"machine": common.machine(), "against": args.against, "policy": args.policy, "reps": args.reps,
+    raw = {"machine": common.machine(), "against": args.against, "old_site": args.old_site,
+           "policy": args.policy, "reps": args.reps,
            "busy_cores": busy, "cpu_s": cpu, "wall_s": wall, "cache_bytes": cache_bytes}
     report(raw, results)
     common.write_json(args.json, raw)
@@ -193,7 +203,8 @@ def report(raw: dict, results: dict) -> None:
     print(f"  this tree:  {fit_summary(new[0])}")
     rows = []
     for n in CANDIDATES:
-        label = f"old ({raw['against']})" if n == "old" else n
+        site = f", {raw['old_site']} first" if raw.get("old_site") else ""
+        label = f"old ({raw['against']}{site})" if n == "old" else n
         ratio = "1" if n == "old" else f"{common.paired_ratio(cpu[n], cpu['old']):.2f}"
         raw[f"ratio_cpu_{n}"] = None if n == "old" else common.paired_ratio(cpu[n], cpu["old"])
         rows.append([label, f"{statistics.median(cpu[n]):.2f} s", ratio, f"{statistics.median(wall[n]):.2f} s",
