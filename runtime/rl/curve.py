@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 
-def plot_curve(path: str, records: Sequence[dict], title: str, solved: Optional[float] = None) -> None:
+def plot_curve(path: str, records: Sequence[dict], title: str, solved: Optional[float] = None,
+               label: str = "mean return (sampled actions)") -> None:
     """Write the curve of `records` (the log's per-update entries) to `path`, atomically."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -20,7 +21,7 @@ def plot_curve(path: str, records: Sequence[dict], title: str, solved: Optional[
     fig = Figure(figsize=(7, 4), dpi=110, layout="constrained")
     ax = fig.add_subplot()
     ax.fill_between(x, mean - std, mean + std, alpha=0.25, label="± std over the update's episodes")
-    ax.plot(x, mean, marker="o", markersize=3, label="mean return (sampled actions)")
+    ax.plot(x, mean, marker="o", markersize=3, label=label)
     if solved is not None:
         ax.axhline(solved, color="grey", linestyle="--", linewidth=1, label=f"solved ({solved:g})")
     ax.set_xlabel("resets (training episodes)")

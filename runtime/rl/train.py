@@ -50,15 +50,10 @@ a group runs the same seed, so the group-relative advantage compares episodes
 that differ only by the policy's noise (GRPO's group of answers to one prompt).
 `config.seed` picks the noise: update u draws with fold_in(PRNGKey(seed), u).
 
-Outputs in the run directory, rewritten after every update (the curve every
-CURVE_EVERY updates and after the run's last one: drawing it took 3% of an update):
-    rl.params       the current params (loads in `polc eval` / `polc rollout`); with
-                    keep="best" the best by the held-out evaluation, and last.params the current
-    log.json        config, start params, one record per update
-    curve.png       mean return against resets
-    checkpoint.npz  params, optimiser state, counters, PRNG key, log (`checkpoint`)
-`resume=True` continues from `checkpoint.npz` and reaches bit for bit the
-params an uninterrupted run reaches.
+Outputs in the run directory, rewritten after every update (`run`: rl.params, with
+keep="best" last.params too, log.json, curve.png every CURVE_EVERY updates and after
+the last, checkpoint.npz last). `resume=True` continues from `checkpoint.npz` and
+reaches bit for bit the params an uninterrupted run reaches.
 """
 
 from __future__ import annotations
@@ -74,11 +69,14 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .collect import Collector, Episodes, RLError, verify_stochastic
-from .heldout import Validator, training_seeds, validation_seeds
+from .heldout import Validator, training_seeds
 from .losses import advantages, rl_loss
+from .run import CURVE_EVERY, PARAMS, Bar, resumed, run_log, start_keep_best, threshold, validate, write_outputs
 
-PARAMS, LAST, LOG, CURVE = "rl.params", "last.params", "log.json", "curve.png"
-CURVE_EVERY = 5  # updates between redraws of curve.png (and after a run's last update)
+# Re-exported: what callers of `train` name (the run's files, the held-out seeds).
+from .heldout import validation_seeds  # noqa: E402,F401
+from .run import CURVE, LAST, LOG  # noqa: E402,F401
+
 ANNEAL_END = 0.1        # the sampling std's scale at the last update when annealing
 HALVINGS = 20           # the trust region shortens a step at most 2^-20 before giving up on it
 
@@ -320,18 +318,15 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
         if not resume:
             raise RLError(f"'{directory}' already holds an RL run ({ckpt.NAME}); pass --resume to continue it "
                           f"or choose another output directory")
-        state, meta = _resumed(directory, state, meta, config, check_start=bool(start and start.get("file")))
+        state, meta = resumed(directory, state, meta, config, check_start=bool(start and start.get("file")),
+                              error=RLError)
     validator = Validator(policy, spec, config) if config.keep == "best" else None
-    if validator is not None and state.best is None:  # the start params are the first candidate
-        score = validator(state.params)
-        meta["kept"] = {"update": 0, "score": score, "seeds": validator.seeds, "actions": config.val_actions}
-        meta["validations"] = [{"update": 0, "resets": 0, "score": score}]
-        state = state._replace(best=state.params)
-    threshold = _threshold(spec)
+    state = start_keep_best(validator, state, meta, config.val_actions)  # the start params: the first candidate
+    solved = threshold(spec)
     session = time.perf_counter()
     base = jax.random.PRNGKey(config.seed)
     with make_collector(policy, spec, config.n_envs, config.asynchronous, config.min_std) as collector, \
-            _progress(progress, config, state) as bar:
+            Bar(progress, config.resets, state, _describe) as bar:
         while state.resets + config.episodes_per_update <= config.resets:
             t0 = time.perf_counter()
             seeds, groups = training_seeds(spec, config, state.updates)
@@ -354,136 +349,26 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
             record = _record(state.updates, state, episodes, stats, std_scale, (t1 - t0, t2 - t1),
                              updater.lr_scale(std_scale))
             if validator is not None and validator.due(state):
-                state = _validate(validator, state, meta, record)
+                state = validate(validator, state, meta, record)
             session = time.perf_counter()
             state = state._replace(elapsed=state.elapsed + (session - t2))
             meta["updates_log"].append(record)
             meta["rng"] = np.asarray(jax.random.fold_in(base, state.updates)).tolist()  # the next update's key
             last = state.resets + config.episodes_per_update > config.resets
-            _write_outputs(directory, policy, state, meta, threshold, curve=last or state.updates % CURVE_EVERY == 0)
+            write_outputs(directory, policy, state, meta, solved, curve=last or state.updates % CURVE_EVERY == 0)
             bar.updated(record)
             if on_update is not None:
                 on_update(record)
-    log = _log(meta, state)
+    log = run_log(meta, state)
     return RLResult(state.best if validator is not None else state.params, state, log, directory)
 
 
-def _validate(validator: Validator, state: ckpt.TrainState, meta: dict, record: dict) -> ckpt.TrainState:
-    """Evaluate the new params on the held-out seeds; keep them if they beat the best so far."""
-    score = validator(state.params)
-    record["val_score"] = score
-    meta["validations"].append({"update": state.updates, "resets": state.resets, "score": score})
-    if validator.better(score, meta["kept"]["score"]):
-        meta["kept"] = dict(meta["kept"], update=state.updates, score=score)
-        return state._replace(best=state.params)
-    return state
 
 
-def _resumed(directory: str, fresh: ckpt.TrainState, meta: dict, config: RLConfig, check_start: bool):
-    """The checkpoint's state and meta, after checking it belongs to this policy, config
-    and (when `check_start`) start params."""
-    try:
-        state, saved = ckpt.load(directory, fresh.params, fresh.opt_state)
-    except ckpt.CheckpointError as e:
-        raise RLError(str(e)) from None
-    why = ckpt.other_run(directory, saved, meta, RLConfig.from_saved(saved["config"]).differences(config), check_start)
-    if why:
-        raise RLError(why)
-    saved["config"] = asdict(config)  # the new budget
-    return state, saved
-
-
-def _threshold(spec: Any) -> Optional[float]:
-    import gymnasium as gym
-
-    try:
-        return gym.spec(spec.schema.env_id).reward_threshold
-    except Exception:  # an env not registered with gymnasium has no threshold to draw
-        return None
-
-
-def _log(meta: dict, state: ckpt.TrainState) -> dict:
-    out = {"polc_rl": 1, "policy": meta["policy"], "file": meta["file"], "env": meta["env"],
-           "start_params": meta["start_params"], "config": meta["config"], "updates": state.updates,
-           "resets": state.resets, "elapsed_s": round(state.elapsed, 1), "params": PARAMS}
-    if "kept" in meta:  # keep="best": which update rl.params holds, and every held-out evaluation
-        out.update(kept=meta["kept"], validations=meta["validations"], last_params=LAST)
-    return dict(out, log=meta["updates_log"])
-
-
-def _write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, threshold, curve: bool = True) -> None:
-    """The params files, log and (when `curve`) the curve first, the checkpoint last: the
-    checkpoint is the commit point, and a resumed run rewrites the others identically."""
-    import json
-
-    from polc.files import write_atomic
-
-    from ..io.params import save_params
-    from .curve import plot_curve
-
-    os.makedirs(directory, exist_ok=True)
-    log = _log(meta, state)
-    info = {"method": "rl", "env": meta["env"], "updates": state.updates, "resets": state.resets,
-            "start_params": meta["start_params"], "return_mean_last_update": log["log"][-1]["return_mean"],
-            "config": meta["config"]}
-    if "kept" in meta:
-        save_params(os.path.join(directory, LAST), policy, state.params, info)
-        info = dict(info, kept=meta["kept"])
-    save_params(os.path.join(directory, PARAMS), policy, state.best if "kept" in meta else state.params, info)
-    write_atomic(os.path.join(directory, LOG), json.dumps(log, indent=1) + "\n")
-    if curve:
-        plot_curve(os.path.join(directory, CURVE), log["log"],
-                   f"RL: {os.path.basename(meta['file'] or meta['policy'])} on {meta['env']}", threshold)
-    ckpt.save(directory, state, meta)
-
-
-class _Bar:
-    """Progress: resets used of the budget, the last update's mean return, elapsed seconds."""
-
-    def __init__(self, enabled: bool, config: RLConfig, state: ckpt.TrainState):
-        self.enabled, self.config = enabled, config
-        self.elapsed0, self.t0, self.progress, self.task = state.elapsed, time.perf_counter(), None, None
-        self.ret = "-"
-        if enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self.progress = Progress(TextColumn("rl resets"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("mean return {task.fields[ret]}  elapsed {task.fields[el]}"),
-                                     console=Console(stderr=True))
-            self.task = self.progress.add_task("rl", total=config.resets, completed=state.resets, ret="-",
-                                               el=self._elapsed())
-
-    def _elapsed(self) -> str:
-        s = int(self.elapsed0 + time.perf_counter() - self.t0)
-        return f"{s // 60}:{s % 60:02d}"
-
-    def episode(self, index: int, seed: int, ret: float, length: int) -> None:
-        if self.enabled:
-            self.progress.update(self.task, advance=1, el=self._elapsed())
-
-    def updated(self, record: dict) -> None:
-        if self.enabled:
-            self.ret = f"{record['return_mean']:.1f}"
-            stop = (f" (trust region: stopped at step {record['stopped_at']} of {record['of_steps']})"
-                    if record["stopped_at"] is not None else "")
-            val = f", held-out {record['val_score']:.4g}" if "val_score" in record else ""
-            self.progress.update(self.task, completed=record["resets"], ret=self.ret, el=self._elapsed())
-            self.progress.console.print(
-                f"update {record['update']}: resets {record['resets']}, return {record['return_mean']:.1f} "
-                f"± {record['return_std']:.1f}, clipped {record['clip_fraction']:.0%}, KL {record['approx_kl']:.3g}"
-                f"{stop}, {record['collect_s']:.1f} s rollout + {record['update_s']:.1f} s gradient{val}",
-                soft_wrap=True)
-
-    def __enter__(self) -> "_Bar":
-        if self.enabled:
-            self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self.progress.__exit__(*exc)
-
-
-def _progress(enabled: bool, config: RLConfig, state: ckpt.TrainState) -> _Bar:
-    return _Bar(enabled, config, state)
+def _describe(record: dict) -> str:
+    """The progress line of one update."""
+    stop = (f" (trust region: stopped at step {record['stopped_at']} of {record['of_steps']})"
+            if record["stopped_at"] is not None else "")
+    return (f"update {record['update']}: resets {record['resets']}, return {record['return_mean']:.1f} "
+            f"± {record['return_std']:.1f}, clipped {record['clip_fraction']:.0%}, KL {record['approx_kl']:.3g}"
+            f"{stop}, {record['collect_s']:.1f} s rollout + {record['update_s']:.1f} s gradient")
