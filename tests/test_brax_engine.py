@@ -199,7 +199,7 @@ def polc_cli(capsys, *argv):
 @pytest.mark.parametrize("argv, message", [
     (["--num-envs", "8"], "--num-envs belongs to the brax engine, not --engine polc"),
     (["--engine", "brax", "--resets", "4", "--num-envs", "8", "--timesteps", "10"],
-     "--resets belongs to the polc engine, not --engine brax"),
+     "--resets belongs to the polc and es engines, not --engine brax"),
     (["--engine", "brax", "--num-envs", "8"], "--engine brax needs --num-envs N and --timesteps T"),
     (["--engine", "brax", "--num-envs", "8", "--timesteps", "10", "--epochs", "2"],
      "--epochs belongs to the polc engine"),

@@ -173,7 +173,7 @@ def test_cli_resume_keeps_the_new_settings_and_refuses_others(tmp_path, pol, cap
 def test_the_new_settings_are_polc_engine_flags(tmp_path, pol, capsys):
     code, _, err = run_polc(capsys, "rl", pol, "--env", "toy_reach", "-o", str(tmp_path / "r"), "--engine", "brax",
                             "--num-envs", "1", "--timesteps", "10", "--min-std", "0.1", "--keep", "best")
-    assert code == 2 and "--min-std, --keep belong to the polc engine" in err
+    assert code == 2 and "--min-std to the polc engine; --keep to the polc and es engines" in err
 
 
 def test_anneal_lr_scales_adams_step_by_the_std_scale():

@@ -68,6 +68,16 @@ def exists(directory: str) -> bool:
     return os.path.exists(os.path.join(directory, NAME))
 
 
+def read_meta(directory: str) -> dict:
+    """The meta of `directory/checkpoint.npz` alone (which engine, config, counters)."""
+    path = os.path.join(directory, NAME)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return json.loads(str(z["meta"]))
+    except (OSError, ValueError, KeyError) as e:
+        raise CheckpointError(f"cannot read the checkpoint '{path}': {e}") from None
+
+
 def load(directory: str, params_template: Any, opt_template: Any) -> tuple[TrainState, dict]:
     """The state and meta of `directory/checkpoint.npz`, with leaves put back into the
     templates' tree structures (shapes and dtypes checked)."""

@@ -1,9 +1,9 @@
 """`polc rl FILE.pol --params P --env NAME --resets N -o DIR [--resume] [overrides]`,
-and with `--engine brax`, brax's PPO on an MJX environment:
+with `--engine es` evolution strategies on the mean actions (`polc.runtime.rl.es`;
+`--population`, `--sigma`), and with `--engine brax`, brax's PPO on an MJX environment:
 `polc rl FILE.pol --engine brax --env door_mjx --num-envs N --timesteps T -o DIR [--params P] [--resume]`
-(`polc.runtime.rl.brax`; `--seed`, `--lr`, `--gamma`, `--clip` apply to both
-engines, every other setting to one engine only: using it with the other is a
-usage error).
+(`polc.runtime.rl.brax`). `--seed` and `--lr` apply to every engine; each other
+setting to the engines `ENGINE_FLAGS` names: using it with another is a usage error.
 
 Exit codes as every runtime command: 0 done, 1 a failure the user must fix
 (a policy without noise, a run directory holding another run, non-finite
@@ -26,13 +26,13 @@ from ..cluster.flags import add_ray_flags, pool_for
 OVERRIDES = (
     ("--gamma", "gamma", float, "discount of the reward-to-go (default 0.98)"),
     ("--clip", "clip", float, "likelihood-ratio clip range (default 0.2)"),
-    ("--lr", "lr", float, "Adam learning rate (default 7e-3)"),
+    ("--lr", "lr", float, "Adam learning rate (default 7e-3; es engine 0.02)"),
     ("--episodes-per-update", "episodes_per_update", int, "episodes per update (default 20)"),
     ("--epochs", "epochs", int, "passes over an update's episodes (default 3)"),
     ("--minibatches", "minibatches", int, "Adam steps per epoch (default 1)"),
     ("--window", "window", int, "steps per likelihood-ratio window (default 10; 1 = per step)"),
     ("--seeds-per-update", "seeds_per_update", int, "groups (env seeds) per update (default 1)"),
-    ("--seed", "seed", int, "seed of the sampled noise (default 0)"),
+    ("--seed", "seed", int, "seed of the sampled noise, or of the es engine's perturbations (default 0)"),
     ("--target-kl", "target_kl", float,
      "trust region: an update stops where its approx. KL reaches this (default 0.05; 0 = off, the paper)"),
     ("--min-std", "min_std", float, "floor on every action's sampling std during RL (default 0.1; 0 = off)"),
@@ -51,16 +51,25 @@ OVERRIDES = (
 )
 
 
-# Flags of one engine only (dest, flag): given with the other engine they are usage errors.
-POLC_ONLY = (("resets", "--resets"), ("n_envs", "--n-envs"), ("episodes_per_update", "--episodes-per-update"),
-             ("epochs", "--epochs"), ("minibatches", "--minibatches"), ("window", "--window"),
-             ("seeds_per_update", "--seeds-per-update"), ("target_kl", "--target-kl"), ("min_std", "--min-std"),
-             ("max_grad_norm", "--max-grad-norm"), ("normalise_advantages", "--normalise-advantages"),
-             ("keep", "--keep"), ("val_episodes", "--val-episodes"), ("val_every", "--val-every"),
-             ("val_actions", "--val-actions"), ("anneal", "--anneal"), ("anneal_lr", "--anneal-lr"))
-BRAX_ONLY = (("num_envs", "--num-envs"), ("timesteps", "--timesteps"), ("evals", "--evals"))
+# The engines each flag applies to (dest, flag, engines); with another engine it is a usage error.
+ENGINE_FLAGS = (
+    ("resets", "--resets", ("polc", "es")), ("n_envs", "--n-envs", ("polc",)),
+    ("episodes_per_update", "--episodes-per-update", ("polc",)), ("epochs", "--epochs", ("polc",)),
+    ("minibatches", "--minibatches", ("polc",)), ("window", "--window", ("polc",)),
+    ("seeds_per_update", "--seeds-per-update", ("polc",)), ("target_kl", "--target-kl", ("polc",)),
+    ("min_std", "--min-std", ("polc",)), ("max_grad_norm", "--max-grad-norm", ("polc",)),
+    ("normalise_advantages", "--normalise-advantages", ("polc",)), ("keep", "--keep", ("polc", "es")),
+    ("val_episodes", "--val-episodes", ("polc", "es")), ("val_every", "--val-every", ("polc", "es")),
+    ("val_actions", "--val-actions", ("polc",)), ("anneal", "--anneal", ("polc",)),
+    ("anneal_lr", "--anneal-lr", ("polc",)), ("gamma", "--gamma", ("polc", "brax")),
+    ("clip", "--clip", ("polc", "brax")), ("num_envs", "--num-envs", ("brax",)),
+    ("timesteps", "--timesteps", ("brax",)), ("evals", "--evals", ("brax",)),
+    ("population", "--population", ("es",)), ("sigma", "--sigma", ("es",)),
+)
 # polc-engine override -> BraxConfig field, for the settings both engines share.
 SHARED = {"seed": "seed", "lr": "learning_rate", "gamma": "discounting", "clip": "clipping_epsilon"}
+# The es engine's settings (flag dest -> ESConfig field).
+ES_SETTINGS = ("seed", "lr", "keep", "val_episodes", "val_every", "population", "sigma")
 
 
 def _given(args: argparse.Namespace, dest: str) -> bool:
@@ -70,14 +79,22 @@ def _given(args: argparse.Namespace, dest: str) -> bool:
 
 
 def cmd_rl(args: argparse.Namespace) -> int:
-    other = BRAX_ONLY if args.engine == "polc" else POLC_ONLY
-    wrong = [flag for dest, flag in other if _given(args, dest)]
+    wrong = [(flag, engines) for dest, flag, engines in ENGINE_FLAGS if args.engine not in engines and _given(args, dest)]
     if wrong:
-        owner = "brax" if args.engine == "polc" else "polc"
-        raise UsageError(f"polc: {', '.join(wrong)} belong{'s' if len(wrong) == 1 else ''} to the {owner} engine, "
-                         f"not --engine {args.engine}.")
+        owners = {engines for _, engines in wrong}
+        if len(owners) == 1:
+            engines = " and ".join(next(iter(owners)))
+            plural = "s" if " and " in engines else ""
+            raise UsageError(f"polc: {', '.join(f for f, _ in wrong)} belong{'s' if len(wrong) == 1 else ''} to the "
+                             f"{engines} engine{plural}, not --engine {args.engine}.")
+        each = "; ".join(f"{f} to the {' and '.join(e)} engine{'s' if len(e) > 1 else ''}" for f, e in wrong)
+        raise UsageError(f"polc: these flags belong to other engines than --engine {args.engine}: {each}.")
     if args.engine == "brax":
         return _cmd_rl_brax(args)
+    if args.engine == "es":
+        if args.resets is None:
+            raise UsageError("polc: the es engine needs --resets N (the budget of training episodes).")
+        return _cmd_rl_es(args)
     if args.resets is None:
         raise UsageError("polc: the polc engine needs --resets N (the budget of training episodes).")
     return _cmd_rl_polc(args)
@@ -132,9 +149,53 @@ def _cmd_rl_polc(args: argparse.Namespace) -> int:
         print(f"polc: interrupted; the last finished update is kept in {args.output} "
               f"(continue with --resume).", file=sys.stderr)
         raise
-    log = result.log
+    return _summary(args, result.log, PARAMS, e, "return")
+
+
+def _cmd_rl_es(args: argparse.Namespace) -> int:
+    """`polc rl --engine es` (see `polc.runtime.rl.es`)."""
+    from ..trace.rollout import verify_compatible
+    from .checkpoint import exists
+    from .collect import RLError
+    from .es import ESConfig, train
+    from .run import PARAMS
+
+    if getattr(args, "ray", None):
+        raise UsageError("polc: --ray is not supported by --engine es (its population runs in this process).")
+    if args.resets < 0:
+        raise UsageError("polc: --resets must be at least 0.")
+    spec = rc.env_spec(args.env)
+    policy = rc.compile_policy(args.file)
+    settings = {k: getattr(args, k) for k in ES_SETTINGS if getattr(args, k) is not None}
+    config = ESConfig(resets=args.resets, **settings)
+    resuming = args.resume and exists(args.output)
+    if args.resume and not resuming:
+        print(f"polc: no run to resume in '{args.output}'; starting one.", file=sys.stderr)
+    if resuming:
+        config = _resumed_config(args.output, config, settings, engine="es")
+    try:
+        config.verify()
+    except ValueError as err:
+        raise UsageError(f"polc: {err}.") from None
+    verify_compatible(policy.program, spec.schema)
+    params = rc.params_for(policy, args.params)
+    try:
+        with rc.sigterm_interrupts():
+            result = train(policy, params, spec, config, args.output, resume=args.resume,
+                           start={"file": args.params}, progress=not args.quiet)
+    except RLError as err:
+        return rc.fail(str(err))
+    except KeyboardInterrupt:
+        print(f"polc: interrupted; the last finished update is kept in {args.output} "
+              f"(continue with --resume).", file=sys.stderr)
+        raise
+    return _summary(args, result.log, PARAMS, config.population, "population return")
+
+
+def _summary(args: argparse.Namespace, log: dict, params_file: str, per_update: int, what: str) -> int:
+    """The last line of a polc or es run: what was written, the returns, what was kept."""
     if not log["log"]:
-        print(f"polc: --resets {args.resets} is less than one update ({e} episodes); nothing trained.",
+        print(f"polc: --resets {args.resets} is less than one update ({per_update} episodes); nothing trained.",
               file=sys.stderr)
         return 0
     first, last = log["log"][0], log["log"][-1]
@@ -144,32 +205,36 @@ def _cmd_rl_polc(args: argparse.Namespace) -> int:
         k = log["kept"]
         kept = (f"; kept update {k['update']} (held-out {k['actions']}-action score {k['score']:.4g} on seeds "
                 f"{k['seeds'][0]}..{k['seeds'][-1]}; the last params are in {os.path.join(args.output, log['last_params'])})")
-    print(f"wrote {os.path.join(args.output, PARAMS)}: {updates}, {log['resets']} resets, "
-          f"mean training return {first['return_mean']:.1f} -> {last['return_mean']:.1f}, "
+    print(f"wrote {os.path.join(args.output, params_file)}: {updates}, {log['resets']} resets, "
+          f"mean training {what} {first['return_mean']:.1f} -> {last['return_mean']:.1f}, "
           f"{log['elapsed_s']:.0f} s{kept}", file=sys.stderr)
     return 0
 
 
-def _resumed_config(directory: str, config: Any, settings: dict):
-    """The checkpoint's settings with the new budget; an explicit override must agree."""
-    import json
+def _resumed_config(directory: str, config: Any, settings: dict, engine: str = "polc"):
+    """The checkpoint's settings with the new budget; an explicit override must agree, and
+    the checkpoint must be the same engine's."""
+    from dataclasses import replace
 
-    import numpy as np
+    from .checkpoint import CheckpointError, read_meta
 
-    from .checkpoint import NAME
-    from .train import RLConfig
-
+    if engine == "es":
+        from .es import ESConfig as kind
+    else:
+        from .train import RLConfig as kind
     try:
-        with np.load(os.path.join(directory, NAME), allow_pickle=False) as z:
-            saved = RLConfig.from_saved(json.loads(str(z["meta"]))["config"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        meta = read_meta(directory)
+        saved_engine = meta.get("engine", "polc")
+        if saved_engine != engine:
+            raise UsageError(f"polc: the run in '{directory}' was trained by --engine {saved_engine}; resume it "
+                             f"with --engine {saved_engine}, or start a new run in another directory.")
+        saved = kind.from_saved(meta["config"])
+    except (CheckpointError, KeyError, TypeError) as e:
         raise UsageError(f"polc: cannot read the checkpoint in '{directory}': {e}.") from None
     clash = [f"--{k.replace('_', '-')} {v} (the run used {getattr(saved, k)})" for k, v in settings.items()
              if getattr(saved, k) != v]
     if clash:
         raise UsageError("polc: --resume continues a run with its own settings: " + "; ".join(clash) + ".")
-    from dataclasses import replace
-
     return replace(saved, resets=config.resets)
 
 
@@ -247,10 +312,12 @@ def register(sub: Any) -> None:
     c.add_argument("file", help="the .pol policy (every action must declare noise)")
     c.add_argument("--params", help="params to start from, e.g. from polc fit (default: the declared weights)")
     c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
-    c.add_argument("--engine", choices=("polc", "brax"), default="polc",
-                   help="polc: the paper's objective on gymnasium envs (default); brax: brax's PPO on an MJX env")
+    c.add_argument("--engine", choices=("polc", "es", "brax"), default="polc",
+                   help="polc: the paper's objective on gymnasium envs (default); es: evolution strategies on the "
+                        "mean actions (docs/results/rl.md); brax: brax's PPO on an MJX env")
     c.add_argument("--resets", type=int, default=None,
-                   help="polc engine (required): budget of training episodes (environment resets); stops before exceeding it")
+                   help="polc and es engines (required): budget of training episodes (environment resets); "
+                        "stops before exceeding it")
     c.add_argument("-o", "--output", required=True, help="run directory: rl.params, log.json, curve.png, checkpoint")
     c.add_argument("--resume", action="store_true", help="continue the run in the output directory")
     c.add_argument("--n-envs", type=int, default=0, help="polc engine: environments stepped together (default: an update's episodes, up to 64)")
@@ -267,6 +334,10 @@ def register(sub: Any) -> None:
             c.add_argument(flag, dest=field, choices=kind, default=None, help=text)
         else:
             c.add_argument(flag, dest=field, type=kind, default=None, help=text)
+    c.add_argument("--population", type=int, default=None,
+                   help="es engine: members per update, an even number of antithetic pairs, one episode each (default 20)")
+    c.add_argument("--sigma", type=float, default=None,
+                   help="es engine: std of the perturbations of the unconstrained params (default 0.05)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress")
     add_ray_flags(c)
     c.set_defaults(func=rc.guard(cmd_rl))

@@ -53,8 +53,14 @@ def start_keep_best(validator: Optional[Validator], state: ckpt.TrainState, meta
 def resumed(directory: str, fresh: ckpt.TrainState, meta: dict, config: Any, check_start: bool,
             error: type = ValueError) -> tuple[ckpt.TrainState, dict]:
     """The checkpoint's state and meta, after checking it belongs to this policy, config
-    and (when `check_start`) start params; raises `error` with the reason."""
+    and (when `check_start`) start params, and that the same engine wrote it (meta
+    "engine"; none: the polc engine); raises `error` with the reason."""
     try:
+        engine = ckpt.read_meta(directory).get("engine", "polc")
+        if engine != meta.get("engine", "polc"):
+            raise error(f"the run in '{directory}' was trained by --engine {engine}, not --engine "
+                        f"{meta.get('engine', 'polc')}; resume it with --engine {engine} or start a new run "
+                        f"in another directory")
         state, saved = ckpt.load(directory, fresh.params, fresh.opt_state)
     except ckpt.CheckpointError as e:
         raise error(str(e)) from None
@@ -101,7 +107,7 @@ def write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, so
 
     os.makedirs(directory, exist_ok=True)
     log = run_log(meta, state)
-    info = {"method": meta.get("engine", "rl"), "env": meta["env"], "updates": state.updates,
+    info = {"method": "rl-" + meta["engine"] if "engine" in meta else "rl", "env": meta["env"], "updates": state.updates,
             "resets": state.resets, "start_params": meta["start_params"],
             "return_mean_last_update": log["log"][-1]["return_mean"], "config": meta["config"]}
     if "kept" in meta:
