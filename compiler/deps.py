@@ -78,3 +78,19 @@ class Deps:
 
 
 __all__ = ["Deps"]
+
+
+def mean_weights(tp: T.TypedProgram) -> set[str]:
+    """The weights some action's mean depends on (through latents and other actions);
+    a weight outside it is read only by noise stds. What imitation learning pulls
+    toward its declared value and what evolution strategies search."""
+    nodes = {n.name: n for n in tp.nodes}
+    seen: set[str] = set()
+    todo = [a.name for a in tp.actions]
+    while todo:
+        name = todo.pop()
+        for r in T.refs(nodes[name].expr) - seen:
+            seen.add(r)
+            if r in nodes:
+                todo.append(r)
+    return {w.name for w in tp.weights} & seen

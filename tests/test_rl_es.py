@@ -17,7 +17,7 @@ import polc
 from polc.runtime.envs import toy
 from polc.runtime.io.params import load_params
 from polc.runtime.rl.es import ESConfig, train
-from polc.runtime.rl.es.population import Population, flatten
+from polc.runtime.rl.es.population import Population, SearchSpace
 from polc.runtime.rl.es.train import centred_ranks, gradient, perturbations
 from polc.runtime.rl.heldout import validation_seeds
 from polc.runtime.trace.evaluate import evaluate
@@ -37,22 +37,32 @@ def compiled(src: str):
 def test_a_population_plays_row_i_on_seed_i():
     policy = compiled(WEAK)
     params = policy.init(jax.random.PRNGKey(0))
-    flat, unravel = flatten(params)
+    space = SearchSpace(policy, params)
+    flat = space.vector(params)
     rows = np.stack([flat * f for f in (0.5, 1.0, 2.0, 4.0)]).astype(np.float32)
     seeds = [1000, 1001, 1000, 1002]
-    with Population(policy, SPEC, 4, unravel) as pop:
+    with Population(policy, SPEC, 4, space) as pop:
         got = pop.run(rows, seeds)
     for i, (row, seed) in enumerate(zip(rows, seeds)):
-        alone = evaluate(policy, unravel(row), SPEC, [seed], RolloutConfig(trace=False))
+        alone = evaluate(policy, space.params(row), SPEC, [seed], RolloutConfig(trace=False))
         assert got.returns[i] == pytest.approx(alone.returns[0], rel=1e-6, abs=1e-6), i
     assert len(set(np.round(got.returns, 6))) > 1  # the rows really differ
 
 
 def test_a_population_needs_one_row_and_one_seed_per_environment():
     policy = compiled(WEAK)
-    flat, unravel = flatten(policy.init(jax.random.PRNGKey(0)))
-    with Population(policy, SPEC, 4, unravel) as pop, pytest.raises(ValueError, match="a population of 4"):
-        pop.run(np.stack([flat] * 3), [1000] * 3)
+    space = SearchSpace(policy, policy.init(jax.random.PRNGKey(0)))
+    with Population(policy, SPEC, 4, space) as pop, pytest.raises(ValueError, match="a population of 4"):
+        pop.run(np.stack([space.vector(policy.init(jax.random.PRNGKey(0)))] * 3), [1000] * 3)
+
+
+def test_the_search_space_leaves_out_the_weights_only_a_noise_std_reads():
+    policy = compiled(WEAK)
+    params = policy.init(jax.random.PRNGKey(0))
+    space = SearchSpace(policy, params)
+    assert space.searched == ("kp", "kd") and set(space.fixed) == {"s"} and space.size == 2
+    back = space.params(space.vector(params) + 1.0)
+    assert float(back["s"]) == float(params["s"]) and float(back["kp"]) == float(params["kp"]) + 1.0
 
 
 def test_centred_ranks_span_minus_half_to_half_and_tie_equal_returns():

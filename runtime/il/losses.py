@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from polc import typed as T
+from polc.deps import mean_weights
 
 Arrays = dict[str, jax.Array]
 
@@ -71,21 +71,6 @@ def batch_loss(policy) -> Callable[[dict, Batch], jax.Array]:
             jnp.sum(batch.weight), 1.0)
 
     return loss
-
-
-def mean_weights(tp) -> set[str]:
-    """The weights some action's mean depends on (through latents and other actions);
-    a weight outside it is read only by noise stds."""
-    nodes = {n.name: n for n in tp.nodes}
-    seen: set[str] = set()
-    todo = [a.name for a in tp.actions]
-    while todo:
-        name = todo.pop()
-        for r in T.refs(nodes[name].expr) - seen:
-            seen.add(r)
-            if r in nodes:
-                todo.append(r)
-    return {w.name for w in tp.weights} & seen
 
 
 def regularised(policy, prior_scale: float) -> tuple[str, ...]:

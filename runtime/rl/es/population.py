@@ -2,10 +2,11 @@
 i-th params of the population, on the mean actions, one batched policy call per
 step for all of them (what `trace.Rollout` does for one params).
 
-The params travel as one (P, D) float32 array: each row is the policy's
-unconstrained params flattened (`jax.flatten_util.ravel_pytree`), so a row is a
-point of the space the evolution strategy searches, and every weight constraint
-holds for every row by construction.
+The params travel as one (P, D) float32 array: each row is a point of the space
+the evolution strategy searches (`SearchSpace`): the unconstrained params that
+move some action's mean, flattened, so every weight constraint holds for every
+row by construction. Weights that only a noise std reads never change a mean
+action, so they are not searched and keep their value.
 """
 
 from __future__ import annotations
@@ -17,15 +18,38 @@ import numpy as np
 from ...trace.rollout import Rollout, RolloutConfig, RolloutResult, TraceLayout
 
 
-def flatten(params) -> tuple[np.ndarray, Callable]:
-    """(params as one float32 vector (D,), the function mapping such a vector back to params)."""
-    from jax.flatten_util import ravel_pytree
+class SearchSpace:
+    """The searched part of a policy's params as one float32 vector: every weight some
+    action's mean reads (`polc.deps.mean_weights`) and every mlp's parameters, in
+    `ravel_pytree`'s order; the other weights (read only by noise stds) stay as in `params`.
 
-    flat, unravel = ravel_pytree(params)
-    return np.asarray(flat, np.float32), unravel
+        space = SearchSpace(policy, params)
+        theta = space.vector(params)          # (D,)
+        params = space.params(theta)          # the policy's params again, fixed weights included
+    """
+
+    def __init__(self, policy, params):
+        from jax.flatten_util import ravel_pytree
+
+        from polc.deps import mean_weights
+
+        weights = {w.name for w in policy.program.weights}
+        means = mean_weights(policy.program)
+        self.fixed = {k: v for k, v in params.items() if k in weights and k not in means}
+        self.searched = tuple(k for k in params if k not in self.fixed)
+        flat, self._unravel = ravel_pytree({k: params[k] for k in self.searched})
+        self.size = int(flat.size)
+
+    def vector(self, params) -> np.ndarray:
+        from jax.flatten_util import ravel_pytree
+
+        return np.asarray(ravel_pytree({k: params[k] for k in self.searched})[0], np.float32)
+
+    def params(self, vector) -> dict:
+        return {**self.fixed, **self._unravel(vector)}
 
 
-def population_step(policy, layout: TraceLayout, unravel: Callable) -> Callable:
+def population_step(policy, layout: TraceLayout, space: SearchSpace) -> Callable:
     """The jitted step: (rows (P, D), flat_obs (P, O), seeds (P,), steps (P,)) -> (P, A) mean actions."""
     import jax
     import jax.numpy as jnp
@@ -36,7 +60,7 @@ def population_step(policy, layout: TraceLayout, unravel: Callable) -> Callable:
     def one(row, flat, seed, step):
         obs = {o.name: flat[offsets[o.name].start:offsets[o.name].start + offsets[o.name].size]
                .reshape(o.type.shape) for o in tp.obs}
-        mean, _, _ = policy.distribution(unravel(row), obs)
+        mean, _, _ = policy.distribution(space.params(row), obs)
         return jnp.concatenate([jnp.ravel(jnp.asarray(mean[a.name], jnp.float32)) for a in tp.actions])
 
     return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0)))
@@ -45,13 +69,13 @@ def population_step(policy, layout: TraceLayout, unravel: Callable) -> Callable:
 class Population(Rollout):
     """`Rollout` whose params are a population: `run(rows, seeds)` plays row i on seeds[i].
 
-        with Population(policy, spec, size=20, unravel=unravel) as pop:
+        with Population(policy, spec, size=20, space=SearchSpace(policy, params)) as pop:
             result = pop.run(rows, [seed] * 20)      # result.returns[i]: row i's return
     """
 
-    def __init__(self, policy, spec: Any, size: int, unravel: Callable):
+    def __init__(self, policy, spec: Any, size: int, space: SearchSpace):
         super().__init__(policy, spec, RolloutConfig(n_envs=size, trace=False))
-        self.step_fn = population_step(policy, self.layout, unravel)
+        self.step_fn = population_step(policy, self.layout, space)
 
     def run(self, rows, seeds: Sequence[int], on_episode=None, on_steps=None) -> RolloutResult:
         """One episode per row, row i on seeds[i]: one environment per row, so environment i

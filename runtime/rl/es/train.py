@@ -12,7 +12,8 @@ action. It is OpenAI's evolution strategy (Salimans et al. 2017, "Evolution
 Strategies as a Scalable Alternative to Reinforcement Learning"), as people use it:
 
 One update, in the policy's UNCONSTRAINED params flattened to a vector theta (D,),
-so every weight constraint holds at every step by construction:
+so every weight constraint holds at every step by construction (the params that move
+some action's mean: weights only a noise std reads keep their value; `SearchSpace`):
     eps_1..eps_K ~ normal(0, I_D)                      K = population / 2 directions
     theta +- sigma * eps_k                             antithetic pairs: the population
     F_i  = the return of member i, mean actions, on the update's track (all members
@@ -49,7 +50,7 @@ from .. import checkpoint as ckpt
 from ..collect import RLError
 from ..heldout import Validator, training_seeds
 from ..run import CURVE_EVERY, Bar, resumed, run_log, start_keep_best, threshold, validate, write_outputs
-from .population import Population, flatten
+from .population import Population, SearchSpace
 
 
 @dataclass(frozen=True)
@@ -181,9 +182,9 @@ def train(policy, params, spec: Any, config: ESConfig, directory: str, resume: b
 
     config.verify()
     tp = policy.program
-    flat, unravel = flatten(params)
+    space = SearchSpace(policy, params)
     optimiser = _Optimiser(config.lr)
-    state = ckpt.TrainState(params, optimiser.init(flat), 0, 0, 0.0)
+    state = ckpt.TrainState(params, optimiser.init(space.vector(params)), 0, 0, 0.0)
     meta = {"engine": "es", "policy": tp.name, "file": tp.file, "structure_sha256": structure_sha256(tp),
             "env": spec.schema.name, "start_params": dict(start or {}, sha256=params_sha256(params)),
             "config": asdict(config), "updates_log": []}
@@ -197,13 +198,13 @@ def train(policy, params, spec: Any, config: ESConfig, directory: str, resume: b
     state = start_keep_best(validator, state, meta)
     solved = threshold(spec)
     session = time.perf_counter()
-    with Population(policy, spec, config.population, unravel) as population, \
+    with Population(policy, spec, config.population, space) as population, \
             Bar(progress, config.resets, state, _describe, label="es resets") as bar:
         while state.resets + config.population <= config.resets:
             t0 = time.perf_counter()
-            flat = flatten(state.params)[0]
+            flat = space.vector(state.params)
             seed = training_seeds(spec, config, state.updates)[0][0]
-            noise = perturbations(config, state.updates, flat.size)
+            noise = perturbations(config, state.updates, space.size)
             rows = np.concatenate([flat + config.sigma * noise, flat - config.sigma * noise]).astype(np.float32)
             result = population.run(rows, [seed] * config.population, on_episode=bar.episode)
             t1 = time.perf_counter()
@@ -213,7 +214,7 @@ def train(policy, params, spec: Any, config: ESConfig, directory: str, resume: b
             if not np.all(np.isfinite(new_flat)):
                 raise RLError(f"update {state.updates + 1} made the params non-finite; the last good params are "
                               f"in {directory}. Lower the learning rate (now {config.lr}) or sigma (now {config.sigma})")
-            state = state._replace(params=unravel(new_flat), opt_state=opt_state, updates=state.updates + 1,
+            state = state._replace(params=space.params(new_flat), opt_state=opt_state, updates=state.updates + 1,
                                    resets=state.resets + config.population, elapsed=state.elapsed + (t2 - session))
             record = _record(state.updates, state, result, g, new_flat - flat, seed, (t1 - t0, t2 - t1))
             if validator is not None and validator.due(state):
