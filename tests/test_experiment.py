@@ -16,10 +16,9 @@ from polc.runtime.experiment.run import digest_refinement, first_reached, pooled
 from test_report import browser, report  # noqa: F401  (the headless Chromium fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ["Expert demonstration", "MLP + IL", "MLP + RL, low (8 resets)", "MLP + RL, high (16 resets)",
-           "Initial structure + IL", "Initial structure + RL, low (8 resets)",
-           "Initial structure + RL, high (16 resets)", "Refined structure + IL",
-           "Refined structure + RL, low (8 resets)", "Refined structure + RL, high (16 resets)"]
+METHODS = ["Expert demonstration"] + [
+    f"{s} + {m}" for s in ("MLP", "Initial structure", "Refined structure")
+    for m in ("IL", "RL, low (8 resets)", "RL, high (16 resets)", "ES, low (8 resets)", "ES, high (16 resets)")]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

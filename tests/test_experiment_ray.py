@@ -155,16 +155,16 @@ def test_quick_experiment_on_ray_fails_naming_the_step_resumes_and_gives_the_loc
     assert "needing it not run: eval-mlp-il, rl-mlp-low-seed0" in err and "--resume" in err
     finished = _mtimes(out)
     assert "fit-initial.json" in finished and "eval-refined-rl-high-seed0.json" in finished
-    assert not any(name.startswith(("fit-mlp", "eval-mlp", "rl-mlp")) for name in finished)
+    assert not any(name.startswith(("fit-mlp", "eval-mlp", "rl-mlp", "es-mlp")) for name in finished)
 
     (task / "mlp.pol").write_text(good)  # the cause fixed: --resume runs only what did not finish
     assert polc(argv + ["--resume"]) == 0
     err = capsys.readouterr().err
-    assert "6 of 20 steps to run, at most 2 at a time (14 finished before)" in err
+    assert "10 of 32 steps to run, at most 2 at a time (22 finished before)" in err
     assert "[fit-initial]" not in err and "[fit-mlp]" in err
     after = _mtimes(out)
     assert {n: after[n] for n in finished} == finished  # nothing finished was recomputed
-    assert len(after) == 20
+    assert len(after) == 32
 
     local = tmp_path / "local"
     assert polc(["experiment", "car_racing", "--quick", "-q", "-o", str(local)]) == 0
@@ -188,7 +188,7 @@ def test_an_experiment_without_ray_never_imports_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "20 []"
+    assert done.stdout.strip().splitlines()[-1] == "32 []"
 
 
 def test_the_plan_is_a_graph_whose_rl_runs_continue_their_low_budget():
@@ -198,6 +198,8 @@ def test_the_plan_is_a_graph_whose_rl_runs_continue_their_low_budget():
     steps = {s.name: s for s in exp.plan()}
     assert steps["fit-mlp"].deps == () and steps["fit-refined"].deps == ("refine",)
     assert steps["rl-initial-high-seed0"].deps == ("fit-initial", "rl-initial-low-seed0")
+    assert steps["es-initial-high-seed0"].deps == ("fit-initial", "es-initial-low-seed0")
+    assert steps["eval-mlp-es-low-seed0"].deps == ("es-mlp-low-seed0",)
     assert steps["eval-refined-rl-low-seed0"].deps == ("rl-refined-low-seed0",)
     order = list(steps)
     assert all(order.index(d) < order.index(n) for n, s in steps.items() for d in s.deps)  # the local order runs

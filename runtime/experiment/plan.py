@@ -3,7 +3,9 @@ budget (full, as the paper, or `--quick`).
 
 Car Racing is the paper's Table 1: the expert demonstration, then each structure
 (MLP, initial, refined) fitted by imitation learning (IL) and improved by RL with
-a low and a high budget of resets. The door is the paper's Figure 5: the expert,
+a low and a high budget of resets: the paper's objective (`polc rl`, the RL rows)
+and evolution strategies on the mean actions (`polc rl --engine es`, the ES rows,
+not in the paper). The door is the paper's Figure 5: the expert,
 then the structure of every refinement round, fitted by IL (its initial
 structure's `grab` has no noise, so RL does not apply; the paper reports no RL
 for the door either).
@@ -63,8 +65,10 @@ class Budget:
     high: int = 2000                   # RL resets, high compute
     episodes_per_update: int = 20      # the paper's
     rl_lr: float = 1e-3                # RL's Adam step: the paper's 7e-3 collapses 2000-reset runs (docs/results/rl.md)
-    rl_keep: str = "best"              # each RL row's params: the best held-out checkpoint so far ("last": the last)
-    val_every: int = 10                # updates between held-out evaluations (rl_keep="best")
+    rl_keep: str = "best"              # each RL and ES row's params: the best held-out checkpoint so far ("last": the last)
+    es: bool = True                    # ES rows beside the RL rows (`polc rl --engine es`, its default settings,
+    #                                    a population of episodes_per_update)
+    val_every: int = 10                # updates between held-out evaluations (rl_keep="best"), RL and ES
     val_episodes: int = 20             # held-out episodes (validation seeds, never the evaluation seeds) each
     max_steps: Optional[int] = None    # cut every episode (None: the environment's own limit)
     restarts: int = 3                  # IL restarts

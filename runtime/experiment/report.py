@@ -102,13 +102,16 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
                       "(Meta-World's `success` at any step).")
     if any(r.training_seeds > 1 for r in rows):
         k = max(r.training_seeds for r in rows)
-        lines[-1] += (f" RL rows ({k} seeds): {k} RL runs with different training seeds; the mean over seeds "
+        lines[-1] += (f" RL and ES rows ({k} seeds): {k} runs with different training seeds; the mean over seeds "
                       "of each run's mean over the unseen seeds, ± the spread (std) of those means across seeds; "
                       "the shares pool every run's episodes.")
     lines.append("")
     notes = [f"- {r.method}: {r.note}" for r in rows if r.note and r.stage == "RL"]
     if notes:
         lines += ["RL (training episodes, sampled actions):", *notes, ""]
+    notes = [f"- {r.method}: {r.note}" for r in rows if r.note and r.stage == "ES"]
+    if notes:
+        lines += ["ES (training episodes: the population's mean actions):", *notes, ""]
     if refinement:
         lines += [f"Per refinement round ({task.figure}, `{ROUNDS_PNG}`):", "",
                   f"| round | {name}{unit} | move |", "|---|---|---|"]

@@ -17,13 +17,16 @@ The output directory holds every artefact a step produced:
     rl/<key>/seed<k>/           the `polc rl` run of a structure with training seed k
                                 (RLConfig.seed: the noise of its sampled actions);
                                 low.params there is the params after the low budget
+    es/<key>/seed<k>/           the `polc rl --engine es` run (ESConfig.seed: its perturbations)
 
 RL. Each run is `polc rl`'s update with the budget's Adam step (`rl_lr`, 1e-3: the
 paper's 7e-3 makes a 2000-reset run collapse) and, with `rl_keep="best"`, params kept
 by a held-out evaluation every `val_every` updates on `val_episodes` validation seeds
 (mean actions; never the evaluation seeds): a row's params are the best checkpoint
 up to its budget. The held-out episodes are not counted in the row's resets, as
-`polc rl` does not count them (docs/results/rl.md says how many they are).
+`polc rl` does not count them (docs/results/rl.md says how many they are). The ES rows
+(`budget.es`) are `polc rl --engine es` from the same IL params, with the same budgets,
+seeds, keep best and held-out evaluation, and its own defaults otherwise.
 
 A step whose `steps/<step>.json` exists is not run again, so an interrupted
 experiment continues where it stopped (`polc experiment` with the same -o), and
@@ -44,7 +47,6 @@ seed's episodes.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import time
@@ -172,17 +174,23 @@ class Experiment:
                               (fit,), lambda deps, s=s, fit=fit: self._evaluate(s, deps[fit]["params"])))
             if not self.rl:
                 continue
-            for label, resets in (("low", self.budget.low), ("high", self.budget.high)):
-                for k in range(self.budget.rl_seeds):
-                    rl = f"rl-{s.key}-{label}-seed{k}"  # the high budget continues the low budget's run
-                    deps = (fit,) if label == "low" else (fit, f"rl-{s.key}-low-seed{k}")
-                    steps.append(Step(rl, f"RL of {s.key} to {resets} resets (training seed {k})", deps,
-                                      lambda deps, s=s, fit=fit, label=label, resets=resets, k=k:
-                                      self._rl(s, deps[fit]["params"], label, resets, k)))
-                    steps.append(Step(f"eval-{s.key}-rl-{label}-seed{k}",
-                                      f"evaluating {s.key} (rl/{s.key}/seed{k}/{label}.params) on {n} unseen seeds",
-                                      (rl,), lambda deps, s=s, rl=rl: self._evaluate(s, deps[rl]["params"])))
+            for engine in self._engines():
+                for label, resets in (("low", self.budget.low), ("high", self.budget.high)):
+                    for k in range(self.budget.rl_seeds):
+                        rl = f"{engine}-{s.key}-{label}-seed{k}"  # the high budget continues the low budget's run
+                        deps = (fit,) if label == "low" else (fit, f"{engine}-{s.key}-low-seed{k}")
+                        steps.append(Step(rl, f"{engine.upper()} of {s.key} to {resets} resets (training seed {k})",
+                                          deps, lambda deps, s=s, fit=fit, label=label, resets=resets, k=k,
+                                          engine=engine: self._rl(s, deps[fit]["params"], label, resets, k, engine)))
+                        steps.append(Step(f"eval-{s.key}-{engine}-{label}-seed{k}",
+                                          f"evaluating {s.key} ({engine}/{s.key}/seed{k}/{label}.params) on {n} "
+                                          f"unseen seeds", (rl,),
+                                          lambda deps, s=s, rl=rl: self._evaluate(s, deps[rl]["params"])))
         return steps
+
+    def _engines(self) -> tuple[str, ...]:
+        """The learners of the RL rows ("rl": the paper's objective) and the ES rows ("es")."""
+        return ("rl", "es") if self.budget.es else ("rl",)
 
     def run(self, runner: Optional[Callable[["Experiment", list], dict]] = None) -> dict:
         """Every step, in this process or by `runner(self, steps)` -> each step's result
@@ -236,22 +244,24 @@ class Experiment:
                     per_seed=il["mean"]["values"], params=params, **_shares(il["mean"], il["sampled"]))]
         if not self.rl:
             return rows
-        for label, budget in (("low", self.budget.low), ("high", self.budget.high)):
-            runs, evals, notes = [], [], []
-            for k in range(self.budget.rl_seeds):
-                rl = results[f"rl-{s.key}-{label}-seed{k}"]
-                ev = results[f"eval-{s.key}-rl-{label}-seed{k}"]
-                log = [r for r in read_json(self.out / "rl" / s.key / f"seed{k}" / "log.json")["log"]
-                       if r["resets"] <= rl["resets"]]
-                runs.append(rl)
-                evals.append(ev)
-                notes.append(reached(log, self.task.threshold, resets0))
-            note = notes[0] if len(notes) == 1 else "; ".join(f"seed {k}: {n}" for k, n in enumerate(notes))
-            mean, sampled = pooled([e["mean"] for e in evals]), pooled([e["sampled"] for e in evals])
-            rows.append(Row(f"{s.label} + RL, {label} ({budget} resets)", s.key, "RL", 1, calls,
-                            resets0 + runs[0]["resets"], *_ms(mean), *_ms(sampled), per_seed=mean["values"],
-                            params=runs[0]["params"], note=note, **_shares(mean, sampled),
-                            training_seeds=len(evals), seed_means=mean["seed_means"]))
+        for engine in self._engines():
+            stage = engine.upper()
+            for label, budget in (("low", self.budget.low), ("high", self.budget.high)):
+                runs, evals, notes = [], [], []
+                for k in range(self.budget.rl_seeds):
+                    rl = results[f"{engine}-{s.key}-{label}-seed{k}"]
+                    ev = results[f"eval-{s.key}-{engine}-{label}-seed{k}"]
+                    log = [r for r in read_json(self.out / engine / s.key / f"seed{k}" / "log.json")["log"]
+                           if r["resets"] <= rl["resets"]]
+                    runs.append(rl)
+                    evals.append(ev)
+                    notes.append(reached(log, self.task.threshold, resets0))
+                note = notes[0] if len(notes) == 1 else "; ".join(f"seed {k}: {n}" for k, n in enumerate(notes))
+                mean, sampled = pooled([e["mean"] for e in evals]), pooled([e["sampled"] for e in evals])
+                rows.append(Row(f"{s.label} + {stage}, {label} ({budget} resets)", s.key, stage, 1, calls,
+                                resets0 + runs[0]["resets"], *_ms(mean), *_ms(sampled), per_seed=mean["values"],
+                                params=runs[0]["params"], note=note, **_shares(mean, sampled),
+                                training_seeds=len(evals), seed_means=mean["seed_means"]))
         return rows
 
     # ---- what the steps compute -----------------------------------------------------------
@@ -344,11 +354,12 @@ class Experiment:
             sampled = _scores(run(RolloutConfig(n_envs=n, sample=True)))
         return {"params": params_file, "mean": _scores(mean), "sampled": sampled}
 
-    def _rl(self, s: Structure, params_file: str, label: str, resets: int, seed: int) -> dict:
-        """RL of `s` from its IL params up to `resets` with training seed `seed`; the low
-        budget's params are kept as rl/<key>/seed<k>/low.params and the high budget
-        continues the same run."""
+    def _rl(self, s: Structure, params_file: str, label: str, resets: int, seed: int, engine: str = "rl") -> dict:
+        """RL ("rl": the paper's objective; "es": evolution strategies) of `s` from its IL params
+        up to `resets` with training seed `seed`; the low budget's params are kept as
+        <engine>/<key>/seed<k>/low.params and the high budget continues the same run."""
         from ..io.params import load_params
+        from ..rl import es
         from ..rl.train import PARAMS, RLConfig, train
         from ..trace.vector import default_n_envs
 
@@ -356,11 +367,17 @@ class Experiment:
         start = load_params(str(self.out / params_file), policy)
         e = self.budget.episodes_per_update
         b = self.budget
-        config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e), seed=seed, lr=b.rl_lr,
-                          keep=b.rl_keep, val_every=b.val_every, val_episodes=b.val_episodes)
-        directory = self.out / "rl" / s.key / f"seed{seed}"
-        result = train(policy, start, self.spec, config, str(directory), resume=True,
-                       start={"file": params_file}, progress=self.progress)
+        directory = self.out / engine / s.key / f"seed{seed}"
+        if engine == "es":
+            config = es.ESConfig(resets=resets, population=e, seed=seed, keep=b.rl_keep, val_every=b.val_every,
+                                 val_episodes=b.val_episodes)
+            result = es.train(policy, start, self.spec, config, str(directory), resume=True,
+                              start={"file": params_file}, progress=self.progress)
+        else:
+            config = RLConfig(resets=resets, episodes_per_update=e, n_envs=default_n_envs(e), seed=seed,
+                              lr=b.rl_lr, keep=b.rl_keep, val_every=b.val_every, val_episodes=b.val_episodes)
+            result = train(policy, start, self.spec, config, str(directory), resume=True,
+                           start={"file": params_file}, progress=self.progress)
         dest = directory / f"{label}.params"
         shutil.copyfile(directory / PARAMS, dest)
         return {"params": str(dest.relative_to(self.out)), "resets": result.log["resets"]}
