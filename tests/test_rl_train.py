@@ -221,15 +221,15 @@ def test_a_checkpoint_of_another_run_is_named_for_what_differs():
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_the_curve_is_redrawn_every_few_updates_and_after_the_last(tmp_path, monkeypatch):
-    from polc.runtime.rl import curve, train as rl_train
+    from polc.runtime.rl import curve, run as rl_run
 
     drawn = []
     real = curve.plot_curve
     monkeypatch.setattr(curve, "plot_curve", lambda path, records, *a, **k: (drawn.append(len(records)),
                                                                              real(path, records, *a, **k)))
     policy = compiled(toy.reach_policy(std=0.3))
-    updates = rl_train.CURVE_EVERY + 2
+    updates = rl_run.CURVE_EVERY + 2
     train(policy, policy.init(jax.random.PRNGKey(0)), SPEC,
           RLConfig(resets=2 * updates, episodes_per_update=2, seed=1), str(tmp_path / "run"))
-    assert drawn == [rl_train.CURVE_EVERY, updates]  # the records each drawing had
+    assert drawn == [rl_run.CURVE_EVERY, updates]  # the records each drawing had
     assert (tmp_path / "run" / CURVE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -126,29 +126,24 @@ def _cmd_rl_polc(args: argparse.Namespace) -> int:
     resuming = args.resume and exists(args.output)
     if args.n_envs or not resuming:  # a resumed run keeps its own n_envs unless told otherwise
         config = replace(config, n_envs=max(1, args.n_envs or default_n_envs(e)))
-    try:
-        config.verify()
-    except ValueError as err:
-        raise UsageError(f"polc: {err}.") from None
+    _verified(config)
     params = rc.params_for(policy, args.params)
-    try:
-        with rc.sigterm_interrupts():
-            with pool_for(args, spec, policy) as pool:
-                run = train
-                if pool is not None:  # each update's episodes collected by the cluster's workers
-                    from functools import partial
 
-                    from ..cluster.remote import ray_train
+    def run():
+        with pool_for(args, spec, policy) as pool:
+            learn = train
+            if pool is not None:  # each update's episodes collected by the cluster's workers
+                from functools import partial
 
-                    run = partial(ray_train, pool)
-                result = run(policy, params, spec, config, args.output, resume=args.resume,
-                             start={"file": args.params}, progress=not args.quiet)
-    except RLError as err:
-        return rc.fail(str(err))
-    except KeyboardInterrupt:
-        print(f"polc: interrupted; the last finished update is kept in {args.output} "
-              f"(continue with --resume).", file=sys.stderr)
-        raise
+                from ..cluster.remote import ray_train
+
+                learn = partial(ray_train, pool)
+            return learn(policy, params, spec, config, args.output, resume=args.resume, start={"file": args.params},
+                         progress=not args.quiet)
+
+    result = _trained(args, run)
+    if isinstance(result, int):
+        return result
     return _summary(args, result.log, PARAMS, e, "return")
 
 
@@ -156,7 +151,6 @@ def _cmd_rl_es(args: argparse.Namespace) -> int:
     """`polc rl --engine es` (see `polc.runtime.rl.es`)."""
     from ..trace.rollout import verify_compatible
     from .checkpoint import exists
-    from .collect import RLError
     from .es import ESConfig, train
     from .run import PARAMS
 
@@ -173,23 +167,38 @@ def _cmd_rl_es(args: argparse.Namespace) -> int:
         print(f"polc: no run to resume in '{args.output}'; starting one.", file=sys.stderr)
     if resuming:
         config = _resumed_config(args.output, config, settings, engine="es")
+    _verified(config)
+    verify_compatible(policy.program, spec.schema)
+    params = rc.params_for(policy, args.params)
+    result = _trained(args, lambda: train(policy, params, spec, config, args.output, resume=args.resume,
+                                          start={"file": args.params}, progress=not args.quiet))
+    if isinstance(result, int):
+        return result
+    return _summary(args, result.log, PARAMS, config.population, "population return")
+
+
+def _verified(config: Any) -> None:
+    """`config.verify()`, its complaint a usage error."""
     try:
         config.verify()
     except ValueError as err:
         raise UsageError(f"polc: {err}.") from None
-    verify_compatible(policy.program, spec.schema)
-    params = rc.params_for(policy, args.params)
+
+
+def _trained(args: argparse.Namespace, run: Any) -> Any:
+    """`run()`'s result, or the exit code of its `RLError` (said on stderr); Ctrl-C and
+    SIGTERM stop it after its last checkpoint, which `--resume` continues."""
+    from .collect import RLError
+
     try:
         with rc.sigterm_interrupts():
-            result = train(policy, params, spec, config, args.output, resume=args.resume,
-                           start={"file": args.params}, progress=not args.quiet)
+            return run()
     except RLError as err:
         return rc.fail(str(err))
     except KeyboardInterrupt:
         print(f"polc: interrupted; the last finished update is kept in {args.output} "
               f"(continue with --resume).", file=sys.stderr)
         raise
-    return _summary(args, result.log, PARAMS, config.population, "population return")
 
 
 def _summary(args: argparse.Namespace, log: dict, params_file: str, per_update: int, what: str) -> int:

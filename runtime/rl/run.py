@@ -121,6 +121,71 @@ def write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, so
     ckpt.save(directory, state, meta)
 
 
+class Run:
+    """One run directory of a learner, around its update loop:
+
+        run = Run(directory, policy, spec, config, engine, error=RLError)
+        state, meta = run.open(state, start, resume)      # a new run's meta, or the checkpoint's
+        ...                                               # each update: state, record
+        state, since = run.after_update(state, meta, record, since, bar, on_update)
+        log = run_log(meta, state)
+
+    `engine` is None for the paper's objective (its checkpoints predate the name) or the
+    learner's name ("es"); `config` has `resets`, `episodes_per_update`, `keep` and the
+    fields `Validator` reads."""
+
+    def __init__(self, directory: str, policy, spec: Any, config: Any, engine: Optional[str] = None,
+                 error: type = ValueError, title: str = "RL", label: str = "mean return (sampled actions)"):
+        self.directory, self.policy, self.spec, self.config, self.engine = directory, policy, spec, config, engine
+        self.error, self.title, self.label = error, title, label
+        self.validator = Validator(policy, spec, config) if config.keep == "best" else None
+        self.solved = threshold(spec)
+
+    def open(self, state: ckpt.TrainState, start: Optional[dict], resume: bool) -> tuple[ckpt.TrainState, dict]:
+        """The state and meta to go on from: `state` and a new meta, or with `resume` the
+        checkpoint's (refused when the directory holds a run and `resume` is off); with
+        keep="best" the start params scored on the held-out seeds."""
+        from ..io.params import params_sha256, structure_sha256
+
+        tp = self.policy.program
+        meta = {"policy": tp.name, "file": tp.file, "structure_sha256": structure_sha256(tp),
+                "env": self.spec.schema.name, "start_params": dict(start or {}, sha256=params_sha256(state.params)),
+                "config": asdict(self.config), "updates_log": []}
+        if self.engine is not None:
+            meta = {"engine": self.engine, **meta}
+        if ckpt.exists(self.directory):
+            if not resume:
+                raise self.error(f"'{self.directory}' already holds an RL run ({ckpt.NAME}); pass --resume to "
+                                 f"continue it or choose another output directory")
+            state, meta = resumed(self.directory, state, meta, self.config,
+                                  check_start=bool(start and start.get("file")), error=self.error)
+        state = start_keep_best(self.validator, state, meta, getattr(self.config, "val_actions", "mean"))
+        return state, meta
+
+    def after_update(self, state: ckpt.TrainState, meta: dict, record: dict, since: float, bar: "Bar",
+                     on_update: Optional[Callable[[dict], None]] = None) -> tuple[ckpt.TrainState, float]:
+        """After an update whose timed work ended at `since`: the held-out evaluation when due
+        (its time counted in the run's), the record logged, every output written, progress;
+        returns the state and when the next update's timing starts."""
+        if self.validator is not None and self.validator.due(state):
+            state = validate(self.validator, state, meta, record)
+        now = time.perf_counter()
+        state = state._replace(elapsed=state.elapsed + (now - since))
+        meta["updates_log"].append(record)
+        c = self.config
+        last = state.resets + c.episodes_per_update > c.resets
+        write_outputs(self.directory, self.policy, state, meta, self.solved,
+                      curve=last or state.updates % CURVE_EVERY == 0, title=self.title, label=self.label)
+        bar.updated(record)
+        if on_update is not None:
+            on_update(record)
+        return state, now
+
+    def kept(self, state: ckpt.TrainState):
+        """The params a run returns: the best held-out ones with keep="best", else the last."""
+        return state.best if self.validator is not None else state.params
+
+
 class Bar:
     """Progress: resets used of the budget, the last update's mean return, elapsed seconds,
     and a line per update (`describe(record)`, the learner's own words)."""

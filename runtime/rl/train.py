@@ -62,16 +62,16 @@ import functools
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, NamedTuple, Optional
 
 import numpy as np
 
 from . import checkpoint as ckpt
 from .collect import Collector, Episodes, RLError, verify_stochastic
-from .heldout import Validator, training_seeds
+from .heldout import training_seeds
 from .losses import advantages, rl_loss
-from .run import CURVE_EVERY, PARAMS, Bar, resumed, run_log, start_keep_best, threshold, validate, write_outputs
+from .run import PARAMS, Bar, Run, run_log
 
 # Re-exported: what callers of `train` name (the run's files, the held-out seeds).
 from .heldout import validation_seeds  # noqa: E402,F401
@@ -304,25 +304,11 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
     (`Collector`, or a cluster's). Raises `RLError`."""
     import jax
 
-    from ..io.params import params_sha256, structure_sha256
-
     verify_stochastic(policy.program)
     config.verify()
-    tp = policy.program
     updater = Updater(policy, config)
-    state = ckpt.TrainState(params, updater.optimizer.init(params), 0, 0, 0.0)
-    meta = {"policy": tp.name, "file": tp.file, "structure_sha256": structure_sha256(tp),
-            "env": spec.schema.name, "start_params": dict(start or {}, sha256=params_sha256(params)),
-            "config": asdict(config), "updates_log": []}
-    if ckpt.exists(directory):
-        if not resume:
-            raise RLError(f"'{directory}' already holds an RL run ({ckpt.NAME}); pass --resume to continue it "
-                          f"or choose another output directory")
-        state, meta = resumed(directory, state, meta, config, check_start=bool(start and start.get("file")),
-                              error=RLError)
-    validator = Validator(policy, spec, config) if config.keep == "best" else None
-    state = start_keep_best(validator, state, meta, config.val_actions)  # the start params: the first candidate
-    solved = threshold(spec)
+    run = Run(directory, policy, spec, config, error=RLError)
+    state, meta = run.open(ckpt.TrainState(params, updater.optimizer.init(params), 0, 0, 0.0), start, resume)
     session = time.perf_counter()
     base = jax.random.PRNGKey(config.seed)
     with make_collector(policy, spec, config.n_envs, config.asynchronous, config.min_std) as collector, \
@@ -348,19 +334,9 @@ def train(policy, params, spec: Any, config: RLConfig, directory: str, resume: b
                                    resets=state.resets + episodes.resets, elapsed=state.elapsed + (t2 - session))
             record = _record(state.updates, state, episodes, stats, std_scale, (t1 - t0, t2 - t1),
                              updater.lr_scale(std_scale))
-            if validator is not None and validator.due(state):
-                state = validate(validator, state, meta, record)
-            session = time.perf_counter()
-            state = state._replace(elapsed=state.elapsed + (session - t2))
-            meta["updates_log"].append(record)
             meta["rng"] = np.asarray(jax.random.fold_in(base, state.updates)).tolist()  # the next update's key
-            last = state.resets + config.episodes_per_update > config.resets
-            write_outputs(directory, policy, state, meta, solved, curve=last or state.updates % CURVE_EVERY == 0)
-            bar.updated(record)
-            if on_update is not None:
-                on_update(record)
-    log = run_log(meta, state)
-    return RLResult(state.best if validator is not None else state.params, state, log, directory)
+            state, session = run.after_update(state, meta, record, t2, bar, on_update)
+    return RLResult(run.kept(state), state, run_log(meta, state), directory)
 
 
 

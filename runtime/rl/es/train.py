@@ -41,15 +41,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, NamedTuple, Optional
 
 import numpy as np
 
 from .. import checkpoint as ckpt
 from ..collect import RLError
-from ..heldout import Validator, training_seeds
-from ..run import CURVE_EVERY, Bar, resumed, run_log, start_keep_best, threshold, validate, write_outputs
+from ..heldout import training_seeds
+from ..run import Bar, Run, run_log
 from .population import Population, SearchSpace
 
 
@@ -178,25 +178,12 @@ def train(policy, params, spec: Any, config: ESConfig, directory: str, resume: b
           on_update: Optional[Callable[[dict], None]] = None) -> ESResult:
     """Run (or, with `resume`, continue) the evolution strategy in `directory` until the
     resets budget is spent (see the module docstring). Raises `RLError`."""
-    from ...io.params import params_sha256, structure_sha256
-
     config.verify()
-    tp = policy.program
     space = SearchSpace(policy, params)
     optimiser = _Optimiser(config.lr)
-    state = ckpt.TrainState(params, optimiser.init(space.vector(params)), 0, 0, 0.0)
-    meta = {"engine": "es", "policy": tp.name, "file": tp.file, "structure_sha256": structure_sha256(tp),
-            "env": spec.schema.name, "start_params": dict(start or {}, sha256=params_sha256(params)),
-            "config": asdict(config), "updates_log": []}
-    if ckpt.exists(directory):
-        if not resume:
-            raise RLError(f"'{directory}' already holds an RL run ({ckpt.NAME}); pass --resume to continue it "
-                          f"or choose another output directory")
-        state, meta = resumed(directory, state, meta, config, check_start=bool(start and start.get("file")),
-                              error=RLError)
-    validator = Validator(policy, spec, config) if config.keep == "best" else None
-    state = start_keep_best(validator, state, meta)
-    solved = threshold(spec)
+    run = Run(directory, policy, spec, config, engine="es", error=RLError, title="ES",
+              label="mean return of the population (mean actions)")
+    state, meta = run.open(ckpt.TrainState(params, optimiser.init(space.vector(params)), 0, 0, 0.0), start, resume)
     session = time.perf_counter()
     with Population(policy, spec, config.population, space) as population, \
             Bar(progress, config.resets, state, _describe, label="es resets") as bar:
@@ -217,19 +204,8 @@ def train(policy, params, spec: Any, config: ESConfig, directory: str, resume: b
             state = state._replace(params=space.params(new_flat), opt_state=opt_state, updates=state.updates + 1,
                                    resets=state.resets + config.population, elapsed=state.elapsed + (t2 - session))
             record = _record(state.updates, state, result, g, new_flat - flat, seed, (t1 - t0, t2 - t1))
-            if validator is not None and validator.due(state):
-                state = validate(validator, state, meta, record)
-            session = time.perf_counter()
-            state = state._replace(elapsed=state.elapsed + (session - t2))
-            meta["updates_log"].append(record)
-            last = state.resets + config.population > config.resets
-            write_outputs(directory, policy, state, meta, solved, curve=last or state.updates % CURVE_EVERY == 0,
-                          title="ES", label="mean return of the population (mean actions)")
-            bar.updated(record)
-            if on_update is not None:
-                on_update(record)
-    log = run_log(meta, state)
-    return ESResult(state.best if validator is not None else state.params, state, log, directory)
+            state, session = run.after_update(state, meta, record, t2, bar, on_update)
+    return ESResult(run.kept(state), state, run_log(meta, state), directory)
 
 
 def _describe(record: dict) -> str:
