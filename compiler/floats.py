@@ -185,23 +185,10 @@ def broadcast_to(x: Union[float, Floats], shape: Shape) -> Union[float, Floats]:
     return Floats(flat_to(x, shape), shape)
 
 
-def map2(f: Callable[[float, float], float], x: Union[float, Floats], y: Union[float, Floats]
-         ) -> Union[float, Floats]:
-    """f elementwise over x and y, broadcasting."""
-    if type(x) is float and type(y) is float:
-        return f(x, y)
-    shape = broadcast_shapes(shape_of(x), shape_of(y))
-    return Floats(tuple(map(f, flat_to(x, shape), flat_to(y, shape))), shape)
-
-
 def map1(f: Callable[[float], float], x: Union[float, Floats]) -> Union[float, Floats]:
     if type(x) is float:
         return f(x)
     return Floats(tuple(map(f, x.flat)), x.shape)
-
-
-def every(x: Union[float, Floats], test: Callable[[float], bool]) -> bool:
-    return bool(test(x)) if type(x) is float else all(map(test, x.flat))
 
 
 # ---- structure -------------------------------------------------------------------------------
@@ -376,4 +363,4 @@ def reduce(fn: str, x: Floats, axis: Union[None, int, Iterable[int]] = None) -> 
 
 
 __all__ = ["Floats", "asfloats", "full", "shape_of", "broadcast_shapes", "broadcast_to", "flat_to", "map1",
-           "map2", "every", "positions", "index", "stack", "pairwise_sum", "reduce"]
+           "positions", "index", "stack", "pairwise_sum", "reduce"]
