@@ -60,3 +60,15 @@ def test_lark_is_imported_only_to_report_a_syntax_error(tmp_path, source, code):
     assert got == code
     assert ("lark" in modules) == (code == 1)
     assert not modules & {"jax", "pyarrow", "numpy"}
+
+
+def test_polc_load_imports_no_numpy():
+    """`polc.load` (parse, check, analysis) from Python, as a notebook or the language server runs it."""
+    run = ("import json, sys, polc\n"
+           "p = polc.load(sys.argv[1])\n"
+           "print(json.dumps({'intents': len(p.analysis.intents), 'numpy': 'numpy' in sys.modules}))")
+    out = subprocess.run([sys.executable, "-c", run, str(CAR_RACING)], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["intents"] > 0 and not got["numpy"]
