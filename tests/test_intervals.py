@@ -397,3 +397,12 @@ def test_float32_safe_programs_do_not_warn(source):
     import polc
 
     assert not [d for d in polc.loads(source).warnings if d.code == "W0410"]
+
+
+def test_constants_written_out_are_numpys():
+    """The analysis does not import numpy, so these are written out where they are used."""
+    from polc import abstract, element_rules
+
+    assert abstract._F32_MAX == float(np.finfo(np.float32).max)
+    assert abstract._F32_TINY == float(np.finfo(np.float32).tiny)
+    assert element_rules._LOG2 == float(np.logaddexp(0.0, 0.0))
