@@ -12,10 +12,13 @@ The modules by phase (stanc3 keeps these as folders; at 23 modules, none over 60
 lines, one flat package with the phase in the entry module's name reads as well
 and keeps the names users import short, `polc.typed`, `polc.intervals`):
     front end   ast, parse, syntax_errors, check, check_expr, consts, elements, typed, errors
-    analysis    analyze (the entry), abstract, intervals, directions, rational, deps, counterexample
+    analysis    analyze (the entry), abstract, intervals (with element_rules, one element's
+                ranges, and floats, small arrays in plain Python), directions, rational, deps,
+                counterexample
     back end    lower, emit, reference (the NumPy interpreter lower is tested against), transforms
     tools       fmt, graph (with layout, its box placement); diagnostics (rendering), files, cli (the driver)
-Nothing here imports the runtime, and nothing `polc check` needs imports jax.
+Nothing here imports the runtime, and nothing `polc check` needs imports jax or numpy
+(numpy is for the back ends and the counterexample search).
 """
 
 from __future__ import annotations

@@ -26,12 +26,11 @@ out only when a direction is actually lost.
 
 from __future__ import annotations
 
+import math
 from collections import ChainMap
 from typing import Iterable, Mapping, MutableMapping, Optional
 
-import numpy as np
-
-from . import errors, intervals as I, typed as T
+from . import errors, floats as F, intervals as I, typed as T
 from .deps import Deps
 from .diagnostics import Diagnostic, ice, source_lines
 from .directions import (CONST, DEC, INC, UNKNOWN, Abs, Reason, combine, flip, flipped, scaled, still,
@@ -44,8 +43,9 @@ Env = MutableMapping[str, Abs]
 _ARITH = {"add": I.add, "sub": I.sub, "mul": I.mul, "pow": I.power}
 
 
-_F32_MAX = float(np.finfo(np.float32).max)
-_F32_TINY = float(np.finfo(np.float32).tiny)
+_F32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
+_F32_TINY = 1.1754943508222875e-38  # numpy.finfo(numpy.float32).tiny: the smallest normal number
+
 
 class _Narrowed(ChainMap):
     """The environment inside a branch of a selection, with the names its condition narrows.
@@ -150,7 +150,7 @@ class Pass:
 
     def action(self, a: T.Action) -> Abs:
         mean = self.expr(a.expr, self.env)
-        mean = Abs(mean.iv.broadcast_to(np.broadcast_shapes(mean.iv.shape, a.type.shape)), mean.dir, mean.why)
+        mean = Abs(mean.iv.broadcast_to(F.broadcast_shapes(mean.iv.shape, a.type.shape)), mean.dir, mean.why)
         self.means[a.name] = mean
         clipped = I.clip(mean.iv, Interval.point(a.lo), Interval.point(a.hi))
         is_clip = isinstance(a.expr, T.Apply) and a.expr.fn == "clip"
@@ -198,10 +198,11 @@ class Pass:
         if isinstance(e, T.Const):
             if isinstance(e.value, bool):
                 return
-            v = np.abs(np.asarray(e.value, dtype=float))
-            if np.any(np.isfinite(v) & (v > _F32_MAX)):
+            v = F.asfloats(e.value)
+            v = [abs(x) for x in ((v,) if type(v) is float else v.flat)]
+            if any(_F32_MAX < x < math.inf for x in v):
                 self.emit(errors.float32_range(e.span, self.text(e), "is beyond float32's largest value, so it is inf"))
-            elif np.any((v > 0) & (v < _F32_TINY)):
+            elif any(0 < x < _F32_TINY for x in v):
                 self.emit(errors.float32_range(e.span, self.text(e), "is below float32's smallest normal number, "
                                                                   "so it is 0 or a subnormal"))
             else:
@@ -214,9 +215,8 @@ class Pass:
         if any(id(c) in reported for c in children if c is not None):
             reported.add(id(e))
             return
-        lo, hi = np.asarray(out.iv.lo, dtype=float), np.asarray(out.iv.hi, dtype=float)
-        past = (np.isfinite(lo) & (lo < -_F32_MAX)) | (np.isfinite(hi) & (hi > _F32_MAX))
-        if np.any(past):
+        lo, hi = out.iv.flat_ends()
+        if any(-math.inf < x < -_F32_MAX for x in lo) or any(_F32_MAX < x < math.inf for x in hi):
             self.emit(errors.float32_range(e.span, self.text(e), f"may reach {out.iv}, beyond float32's "
                                                               "largest value, so it overflows to inf"))
             reported.add(id(e))
@@ -225,7 +225,7 @@ class Pass:
         """The rule for one node (its operands through `expr`)."""
         if isinstance(e, T.Const):
             v = e.value
-            return Abs(Interval.point(float(v) if isinstance(v, (int, float)) else np.asarray(v, dtype=float)))
+            return Abs(Interval.point(float(v) if isinstance(v, (int, float)) else v))
         if isinstance(e, T.Ref):
             return env[e.name]
         if isinstance(e, T.Unary):
@@ -334,7 +334,7 @@ class Pass:
             recip_dir: tuple[str, Optional[str]] = (CONST, None)
         elif r.dir == UNKNOWN:
             recip_dir = (UNKNOWN, r.why)
-        elif bool(np.any((r.iv.lo <= 0) & (r.iv.hi >= 0))):
+        elif r.iv.contains_zero():
             return UNKNOWN, f"the divisor `{self.text(e.r)}` may be zero (it lies in {r.iv})"
         else:
             recip_dir = (flip(r.dir), None)  # 1/r falls as r rises, on either side of zero
@@ -373,9 +373,9 @@ class Pass:
         if fn in T.GUARDS:
             return self.guard(e, args)
         if fn in T.ELEMENTWISE:
-            if self.report and fn == "log" and bool(np.any(x.iv.lo <= 0)):
+            if self.report and fn == "log" and not x.iv.positive():
                 self.emit(errors.domain_warning(e.args[0].span, fn, str(x.iv), "a positive argument"))
-            if self.report and fn == "sqrt" and bool(np.any(x.iv.lo < 0)):
+            if self.report and fn == "sqrt" and not x.iv.nonneg():
                 self.emit(errors.domain_warning(e.args[0].span, fn, str(x.iv), "a non-negative argument"))
             iv = I.apply(fn, x.iv)
             if x.dir == CONST:
@@ -407,10 +407,10 @@ class Pass:
         may be any replacement. Directions are those of finite values: one that cannot overflow
         (its range is inside float32's) never flips `isfinite`; one that may, may."""
         x = args[0]
-        bounded = bool(np.all(np.abs(np.asarray(x.iv.lo)) <= _F32_MAX) and np.all(np.abs(np.asarray(x.iv.hi)) <= _F32_MAX))
+        bounded = all(abs(v) <= _F32_MAX for end in x.iv.flat_ends() for v in end)
         if e.fn == "isfinite":
             if isinstance(e.args[0], T.Const):
-                iv = Interval.point(np.isfinite(np.asarray(e.args[0].value, dtype=float)).astype(float))
+                iv = Interval.point(F.map1(lambda v: float(math.isfinite(v)), F.asfloats(e.args[0].value)))
             else:
                 iv = Interval.boolean(e.type.shape)
             d: tuple[str, Optional[str]] = (CONST, None)
@@ -462,9 +462,9 @@ class Pass:
         # The condition flips once as the variable rises: from b to a (INC) or from a to b.
         low, high = (b, a) if c.dir == INC else (a, b)
         d = both[0]
-        if d in (CONST, INC) and bool(np.all(high.iv.lo >= low.iv.hi)):
+        if d in (CONST, INC) and I.compare("ge", high.iv, low.iv).surely():
             return Abs(iv, INC)
-        if d in (CONST, DEC) and bool(np.all(high.iv.hi <= low.iv.lo)):
+        if d in (CONST, DEC) and I.compare("le", high.iv, low.iv).surely():
             return Abs(iv, DEC)
         return Abs(iv, UNKNOWN, f"`{self.text(e)}` jumps between its branches as `{self.text(e.cond)}` changes")
 
@@ -506,18 +506,18 @@ class Pass:
         strict = op == "lt"
         out = []
         if isinstance(l, T.Ref):  # l < r: l is below r's top
-            top = np.nextafter(riv.hi, -np.inf) if strict else riv.hi
-            out.append((l.name, Interval(-np.inf, top)))
+            top = F.map1(lambda v: math.nextafter(v, -math.inf), riv.hi) if strict else riv.hi
+            out.append((l.name, Interval(-math.inf, top)))
         if isinstance(r, T.Ref):  # r is above l's bottom
-            bottom = np.nextafter(liv.lo, np.inf) if strict else liv.lo
-            out.append((r.name, Interval(bottom, np.inf)))
+            bottom = F.map1(lambda v: math.nextafter(v, math.inf), liv.lo) if strict else liv.lo
+            out.append((r.name, Interval(bottom, math.inf)))
         return out
 
 
 def _fit(iv: Interval, shape: tuple[int, ...]) -> Interval:
     """`iv` as a bound for a value of `shape`: its hull if it would widen the shape."""
     try:
-        if np.broadcast_shapes(iv.shape, shape) == shape:
+        if F.broadcast_shapes(iv.shape, shape) == shape:
             return iv
     except ValueError:
         pass
@@ -530,7 +530,7 @@ def input_bounds(tp: T.TypedProgram, restrict: Optional[Mapping[str, Interval]] 
     for d in (*tp.obs, *tp.weights):
         bounds = getattr(d, "bounds", None)
         if bounds is not None:  # a range per element of an observation
-            out[d.name] = Interval(np.reshape(bounds[0], d.type.shape), np.reshape(bounds[1], d.type.shape))
+            out[d.name] = Interval(F.Floats(tuple(bounds[0]), d.type.shape), F.Floats(tuple(bounds[1]), d.type.shape))
         else:
             out[d.name] = Interval(d.lo, d.hi).broadcast_to(d.type.shape)
     out.update(restrict or {})

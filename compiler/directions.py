@@ -9,9 +9,8 @@ function writing the sentence) and written only when a direction is lost.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple, Optional, Union
-
-import numpy as np
 
 from .intervals import Interval
 
@@ -77,13 +76,13 @@ def trig_direction(fn: str, iv: Interval) -> Optional[str]:
     """INC or DEC if sin/cos is monotone over all of `iv`, else None."""
     h = iv.hull()
     lo, hi = float(h.lo), float(h.hi)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         return None
-    start = -np.pi / 2 if fn == "sin" else -np.pi  # an increasing stretch begins here, every 2 pi
-    for base, d in ((start, INC), (start + np.pi, DEC)):
-        k = np.floor((lo - base) / (2 * np.pi))
-        seg = base + 2 * np.pi * k
-        if lo >= seg + 1e-9 and hi <= seg + np.pi - 1e-9:
+    start = -math.pi / 2 if fn == "sin" else -math.pi  # an increasing stretch begins here, every 2 pi
+    for base, d in ((start, INC), (start + math.pi, DEC)):
+        k = float(math.floor((lo - base) / (2 * math.pi)))
+        seg = base + 2 * math.pi * k
+        if lo >= seg + 1e-9 and hi <= seg + math.pi - 1e-9:
             return d
     return None
 

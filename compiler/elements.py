@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-import numpy as np
-
 from . import ast, errors
+from .floats import positions
 from .errors import fmt_num
 from .typed import Type
 
@@ -38,8 +37,11 @@ def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi
     from .check_expr import _Poison
 
     shape = typ.shape
-    lows, highs = np.full(shape, lo, dtype=float), np.full(shape, hi, dtype=float)
-    owner = np.full(shape, -1, dtype=int)  # which part gave each element its range
+    size = 1
+    for n in shape:
+        size *= n
+    lows, highs = [float(lo)] * size, [float(hi)] * size  # flat, in C order
+    owner = [-1] * size  # which part gave each element its range
     whole = f"[{fmt_num(lo)}, {fmt_num(hi)}]"
     ok = True
     for k, part in enumerate(d.parts):
@@ -48,7 +50,7 @@ def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi
         except _Poison:
             ok = False
             continue
-        key = tuple(i if isinstance(i, int) else slice(*i) for i in items)
+        flat, part_shape = positions(shape, tuple(i if isinstance(i, int) else tuple(i) for i in items))
         text = _part_text(items)
         before = len(checker.errors)
         p_lo, p_hi = checker.range_of(part.range, d.name, typ)
@@ -59,21 +61,30 @@ def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi
             checker.error(errors.elem_range_outside(part.range.span, d.name, f"part {text}", p_lo, p_hi, whole))
             ok = False
             continue
-        taken = owner[key]
-        if np.any(taken >= 0):
-            first = d.parts[int(np.max(taken))]
-            index = np.argwhere(np.broadcast_to(taken >= 0, np.shape(taken)))
-            element = _element_text(items, shape, index[0] if index.size else ())
+        taken = [owner[i] for i in flat]
+        if max(taken, default=-1) >= 0:
+            first = d.parts[max(taken)]
+            element = _element_text(items, shape, _unravel(next(j for j, t in enumerate(taken) if t >= 0),
+                                                           part_shape))
             where = part.items[0].span.to(part.items[-1].span)
             checker.error(errors.elem_range_overlap(where, d.name, f"The part {text}", element,
                                                     first.items[0].span.to(first.items[-1].span)))
             ok = False
             continue
-        owner[key] = k
-        lows[key], highs[key] = p_lo, p_hi
+        for i in flat:
+            owner[i], lows[i], highs[i] = k, float(p_lo), float(p_hi)
     if not ok:
         return None
-    return tuple(lows.ravel().tolist()), tuple(highs.ravel().tolist())
+    return tuple(lows), tuple(highs)
+
+
+def _unravel(j: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index (one per axis of `shape`) of the j-th element in C order."""
+    out = []
+    for n in reversed(shape):
+        j, r = divmod(j, n)
+        out.append(r)
+    return tuple(reversed(out))
 
 
 def _element_text(items, shape: tuple[int, ...], at) -> str:

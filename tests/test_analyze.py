@@ -10,6 +10,7 @@ import pytest
 from polc.analyze import analyze_program
 from polc.check import check_program
 from polc.diagnostics import render
+from polc.intervals import Interval
 from polc.parse import parse_program
 
 SPEED = """
@@ -206,6 +207,27 @@ action e : real in [0, 1] = x
     assert '"a"' in first.message and "[-inf, inf]" in first.message and first.span.line == 4
     assert '"e"' in second.message and "[-1, 1]" in second.message
     assert a.intervals["a"].lo == -1 and a.intervals["a.mean"].lo == -np.inf
+
+
+def test_widened_function_ends_stay_inside_the_functions_own_range():
+    """exp, tanh and sigmoid ends are widened for NumPy's rounding (element_rules.py), then
+    clamped to the function's range, and an exact power is not widened: actions and intents
+    at those ranges still hold."""
+    a = analyze("""
+obs x : real in [-3, 3]
+weight k : real = 1
+latent e = exp(k * x)
+latent p = relu(x) ^ 2
+action t : real in [-1, 1] = tanh(k * x)
+action s : real in [0, 1] = sigmoid(x) * sigmoid(k * x)
+expect e >= 0
+expect t in [-1, 1]
+expect s in [0, 1]
+expect p in [0, 9]
+""")
+    assert codes(a) == []
+    assert [r.status for r in a.intents] == ["proved"] * 4
+    assert a.intervals["p"] == Interval(0, 9) and a.intervals["e"].lo == 0
 
 
 @pytest.mark.parametrize("std, ok", [

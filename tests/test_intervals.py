@@ -222,6 +222,96 @@ def test_meet_keeps_the_original_where_empty():
     assert I.meet(Interval(0, 1), Interval(2, 3)) == Interval(0, 1)
 
 
+# ---- ends computed with `math`, checked against NumPy's own functions --------------------------
+#
+# The analysis computes with `math` (the C library), the reference interpreter with NumPy,
+# whose exp, tanh, log, power and arctan2 round differently in the last bits here. Each
+# point below is an interval [x, x], so its ends are exactly the inputs NumPy is run on.
+
+
+def _points(seed: int, n: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.concatenate([
+        rng.uniform(-3, 3, n), rng.uniform(-40, 40, n), rng.standard_normal(n) * 1e-3,
+        np.exp(rng.uniform(-700, 700, n)) * rng.choice([-1.0, 1.0], n), rng.uniform(-800, 800, n),
+        [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 709.78, 710.0, -745.1, -746.0, 19.0, -19.0, 1e-300, INF, -INF]])
+
+
+def _inside_each(iv: Interval, want: np.ndarray) -> np.ndarray:
+    return np.isnan(want) | ((np.asarray(iv.lo) <= want) & (want <= np.asarray(iv.hi)))
+
+
+@pytest.mark.parametrize("fn", T.ELEMENTWISE)
+def test_every_function_holds_numpys_value_at_its_ends(fn):
+    x = _points(0, examples(20000))
+    out = I.apply(fn, Interval(x, x))
+    want = quiet(_UNARY_FUNCS[fn], x)
+    ok = _inside_each(out, want)
+    assert ok.all(), (fn, x[~ok][:5], want[~ok][:5])
+
+
+@pytest.mark.parametrize("fn", ["abs", "relu", "sign", "square", "sqrt", "softplus", "sin", "cos"])
+def test_functions_numpy_computes_as_math_does_are_not_widened(fn):
+    """Exact in IEEE (abs, relu, sign, square, sqrt), or the C library's own in NumPy too
+    (sin, cos, and softplus's logaddexp): the ends are NumPy's values, bit for bit."""
+    x = _points(1, examples(20000))
+    out = I.apply(fn, Interval(x, x))
+    want = quiet(_UNARY_FUNCS[fn], x)
+    defined = ~np.isnan(want)
+    if fn in ("sin", "cos"):  # a point within 1e-9 (relative) of a peak is rounded up to the peak
+        defined &= (np.asarray(out.lo) > -1) & (np.asarray(out.hi) < 1)
+        assert defined.sum() > x.size / 2
+    assert np.array_equal(np.asarray(out.lo)[defined], want[defined])
+    assert np.array_equal(np.asarray(out.hi)[defined], want[defined])
+
+
+def test_widened_functions_stay_in_their_true_range_and_exact_points_stay_points():
+    x = _points(2, examples(5000))
+    for fn, lo, hi in [("exp", 0, INF), ("tanh", -1, 1), ("sigmoid", 0, 1), ("softplus", 0, INF)]:
+        out = I.apply(fn, Interval(x, x))
+        assert out.within(lo, hi), fn
+    assert I.apply("exp", Interval.point(0.0)) == Interval.point(1.0)
+    assert I.apply("tanh", Interval.point(0.0)) == Interval.point(0.0)
+    assert I.apply("log", Interval.point(1.0)) == Interval.point(0.0)
+    assert I.apply("exp", Interval(-INF, 0)) == Interval(0, 1)
+    assert I.apply("sigmoid", Interval(-INF, INF)) == Interval(0, 1)
+    assert I.apply("tanh", Interval(-30, 30)) == Interval(-1, 1)
+    assert I.apply("log", Interval(0, 1)) == Interval(-INF, 0)
+    e = I.apply("exp", Interval(0, 1))  # widened: NumPy's exp(1) may be the next float
+    assert e.lo == 1 and math.e < e.hi <= math.nextafter(math.nextafter(math.e, INF), INF)
+
+
+@pytest.mark.parametrize("p", [2.0, 3.0, 4.0, 7.0, -1.0, -2.0, -3.0, 0.5, 1.5, -0.5, 0.25, 2.5, 1.0, 0.0])
+def test_power_holds_numpys_value_at_its_ends(p):
+    x = _points(3, examples(20000))
+    out = I.power(Interval(x, x), Interval.point(p))
+    want = quiet(np.power, x, p)
+    ok = _inside_each(out, want)
+    assert ok.all(), (p, x[~ok][:5], want[~ok][:5])
+
+
+def test_an_exact_power_is_not_widened():
+    assert I.power(Interval(-1, 1), Interval.point(2.0)) == Interval(0, 1)
+    assert I.power(Interval(0.5, 3), Interval.point(2.0)) == Interval(0.25, 9)
+    assert I.power(Interval(-2, 3), Interval.point(3.0)) == Interval(-8, 27)
+    assert I.power(Interval(4, 9), Interval.point(0.5)) == Interval(2, 3)
+    assert I.power(Interval(4, 16), Interval.point(-1.5)) == Interval(1 / 64, 1 / 8)
+    third = I.power(Interval.point(3.0), Interval.point(0.5))  # sqrt(3) is not a float: widened
+    assert third.lo < math.sqrt(3) < third.hi
+
+
+def test_atan2_holds_numpys_value_at_its_ends():
+    y, x = _points(4, examples(8000)), _points(5, examples(8000))
+    rng = np.random.default_rng(6)
+    y, x = y[rng.permutation(y.size)], x[rng.permutation(x.size)]
+    out = I.apply2("atan2", Interval(y, y), Interval(x, x))
+    want = np.arctan2(y, x)
+    ok = _inside_each(out, want)
+    assert ok.all(), (y[~ok][:5], x[~ok][:5])
+    assert out.within(-math.pi, math.pi)
+    assert I.apply2("atan2", Interval.point(0.0), Interval(1, 2)) == Interval.point(0.0)
+
+
 def test_json_form_has_null_for_open_ends():
     assert Interval(-INF, 0.5).to_json() == [None, 0.5]
     assert I.stack([Interval(0, 1), Interval(2, INF)]).to_json() == [[0.0, 1.0], [2.0, None]]
@@ -307,3 +397,12 @@ def test_float32_safe_programs_do_not_warn(source):
     import polc
 
     assert not [d for d in polc.loads(source).warnings if d.code == "W0410"]
+
+
+def test_constants_written_out_are_numpys():
+    """The analysis does not import numpy, so these are written out where they are used."""
+    from polc import abstract, element_rules
+
+    assert abstract._F32_MAX == float(np.finfo(np.float32).max)
+    assert abstract._F32_TINY == float(np.finfo(np.float32).tiny)
+    assert element_rules._LOG2 == float(np.logaddexp(0.0, 0.0))
