@@ -246,16 +246,22 @@ class _Stacked:
     """The geometries of k tracks padded into (k, max N) arrays, so the nearest point and
     the points ahead of every env are found with one numpy call each. The padding of
     `x`, `y` is +inf: its squared distance is +inf, never the first minimum (a NaN
-    position gives index 0, as `TrackGeometry.nearest` does)."""
+    position gives index 0, as `TrackGeometry.nearest` does). `forward` and `right` are
+    (k, max N, 2), gathered at each env's nearest point for its two 2-vector dots."""
 
     def __init__(self, geos: Sequence[TrackGeometry]):
         self.geos = tuple(geos)
         k, n = len(geos), max(g.n for g in geos)
+        self.rows = np.arange(k)
+        self.n = np.array([g.n for g in geos], np.intp)
         self.x, self.y = np.full((k, n), np.inf), np.full((k, n), np.inf)
+        self.forward, self.right = np.zeros((k, n, 2)), np.zeros((k, n, 2))
+        self.beta = np.zeros((k, n))
         self.x_ahead, self.y_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
         self.beta_ahead, self.sharp_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
         for j, g in enumerate(geos):
             self.x[j, :g.n], self.y[j, :g.n] = g.x, g.y
+            self.forward[j, :g.n], self.right[j, :g.n], self.beta[j, :g.n] = g.forward, g.right, g.beta
             m = g.n + N_TILES_AHEAD
             self.x_ahead[j, :m], self.y_ahead[j, :m] = g.x_ahead, g.y_ahead
             self.beta_ahead[j, :m], self.sharp_ahead[j, :m] = g.beta_ahead, g.sharp_ahead
@@ -267,6 +273,21 @@ class _Stacked:
 
 _stacked: Optional[_Stacked] = None  # the last envs' tracks: rebuilt only after a reset changed one
 _AHEAD = np.arange(N_TILES_AHEAD)
+_N_READ = 17  # the simulator values `_read` takes of one env
+
+
+def _read(env: _cr.CarRacing) -> tuple:
+    """One env's simulator state as floats: position x, y, angle, velocity x, y, yaw rate,
+    the front wheels' joint angles, the four wheels' omega times rim radius / 100, the four
+    on-grass flags, the lap's visited tiles (Box2D's float32 values, as Python floats)."""
+    car = env.car
+    hull = car.hull
+    p, v = hull.position, hull.linearVelocity
+    w0, w1, w2, w3 = car.wheels
+    rim = w0.wheel_rad / 100.0
+    return (p.x, p.y, hull.angle, v.x, v.y, hull.angularVelocity, w0.joint.angle, w1.joint.angle,
+            w0.omega * rim, w1.omega * rim, w2.omega * rim, w3.omega * rim,
+            not w0.tiles, not w1.tiles, not w2.tiles, not w3.tiles, env.tile_visited_count)
 
 
 def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
@@ -274,56 +295,43 @@ def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
     bit for bit the rows `observe_packed` gives one at a time.
 
     Why: a rollout steps its k envs together, and one env's observation is mostly
-    numpy's per-call overhead on 12-element arrays (about 20 us, of which a fifth is
-    arithmetic). Here only what differs per env runs per env (the Box2D reads and the
-    two 2-vector dots, which numpy rounds its own way); the nearest points, the tiles,
-    the float32 cast and the clip are computed for all k rows at once, with the same
-    float64 expressions, elementwise, in the same order."""
+    numpy's per-call overhead on 12-element arrays. Here only the Box2D reads and the
+    cosine, sine and IEEE remainder of each angle (`math`'s, whose rounding numpy's need
+    not share) run per env; everything else is computed for all k rows at once, with the
+    same float64 expressions, elementwise, in the same order. The two 2-vector dots are
+    one stacked `matmul` of (k, 1, 2) by (k, 2, 1): numpy computes each as the 1-d `@`
+    does (its BLAS dot), which rounds differently from `x0 * x1 + y0 * y1`."""
     global _stacked
     k = len(envs)
     geos = [env.geometry for env in envs]
     if _stacked is None or not _stacked.of(geos):
         _stacked = _Stacked(geos)
     st = _stacked
-    cars = [env.car for env in envs]
-    hulls = [car.hull for car in cars]
-    pos = np.array([tuple(h.position) for h in hulls])  # (k, 2)
-    angle = np.array([h.angle for h in hulls])
+    state = np.array([_read(env) for env in envs])  # (k, _N_READ) float64
+    px, py, angle = state[:, 0:1], state[:, 1:2], state[:, 2]
     dx, dy = st.dx, st.dy  # the squared distances, as `TrackGeometry.nearest` computes them
-    np.subtract(st.x, pos[:, :1], out=dx)
-    np.subtract(st.y, pos[:, 1:], out=dy)
+    np.subtract(st.x, px, out=dx)
+    np.subtract(st.y, py, out=dy)
     dx *= dx
     dy *= dy
     dx += dy
-    nearest = dx.argmin(axis=1).tolist()
-    starts = np.empty(k, np.intp)
-    cos, sin = np.empty((k, 1)), np.empty((k, 1))
-    scalars = []
-    for j, (env, geo, car, hull, i0) in enumerate(zip(envs, geos, cars, hulls, nearest)):
-        a = float(angle[j])
-        c, s = math.cos(a), math.sin(a)
-        rel0 = pos[j] - geo.xy[i0]
-        start = i0 + 1 if rel0 @ geo.forward[i0] > 0 else i0
-        starts[j] = start - geo.n if start >= geo.n else start
-        cos[j, 0], sin[j, 0] = c, s
-        vx, vy = hull.linearVelocity
-        w0, w1, w2, w3 = car.wheels
-        rim = w0.wheel_rad / 100.0
-        scalars.append((
-            (vy * c - vx * s) / 100.0,  # speed
-            -(w0.joint.angle + w1.joint.angle) / (2 * STEER_LOCK),  # steer_ind
-            -hull.angularVelocity,  # ang_vel
-            w0.omega * rim, w1.omega * rim, w2.omega * rim, w3.omega * rim,  # wheel_speed
-            float(rel0 @ geo.right[i0]) / TRACK_HALF_WIDTH,  # offset
-            math.remainder(a - geo._beta_list[i0], 2 * math.pi),  # heading_err
-            not w0.tiles, not w1.tiles, not w2.tiles, not w3.tiles,  # on_grass
-            env.tile_visited_count / geo.n,  # progress
-        ))
+    nearest = dx.argmin(axis=1)
+    rel0 = np.empty((k, 1, 2))  # position minus the nearest point, as `p - geo.xy[i0]`
+    rel0[:, 0, 0] = state[:, 0] - st.x[st.rows, nearest]
+    rel0[:, 0, 1] = state[:, 1] - st.y[st.rows, nearest]
+    ahead = np.matmul(rel0, st.forward[st.rows, nearest][:, :, None])[:, 0, 0]
+    offset = np.matmul(rel0, st.right[st.rows, nearest][:, :, None])[:, 0, 0]
+    starts = np.where(ahead > 0, nearest + 1, nearest)  # first point not yet passed
+    starts = np.where(starts >= st.n, starts - st.n, starts)
+    a_list = angle.tolist()
+    cos = np.array([math.cos(a) for a in a_list])[:, None]
+    sin = np.array([math.sin(a) for a in a_list])[:, None]
+    heading = (angle - st.beta[st.rows, nearest]).tolist()
     idx = starts[:, None] + _AHEAD
     rx = np.take_along_axis(st.x_ahead, idx, 1)
-    rx -= pos[:, :1]
+    rx -= px
     ry = np.take_along_axis(st.y_ahead, idx, 1)
-    ry -= pos[:, 1:]
+    ry -= py
     buf = np.empty((k, _LO.size))
     tiles = buf[:, :_SCALARS_AT].reshape(k, N_TILES_AHEAD, 4)
     tiles[:, :, 0] = (rx * cos + ry * sin) / TILE_SCALE
@@ -334,7 +342,16 @@ def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
     theta -= np.pi
     tiles[:, :, 2] = theta
     tiles[:, :, 3] = np.take_along_axis(st.sharp_ahead, idx, 1)
-    buf[:, _SCALARS_AT:] = scalars
+    scalars = buf[:, _SCALARS_AT:]
+    vx, vy, c, s = state[:, 3], state[:, 4], cos[:, 0], sin[:, 0]
+    scalars[:, 0] = (vy * c - vx * s) / 100.0  # speed
+    scalars[:, 1] = -(state[:, 6] + state[:, 7]) / (2 * STEER_LOCK)  # steer_ind
+    scalars[:, 2] = -state[:, 5]  # ang_vel
+    scalars[:, 3:7] = state[:, 8:12]  # wheel_speed
+    scalars[:, 7] = offset / TRACK_HALF_WIDTH  # offset
+    scalars[:, 8] = [math.remainder(h, 2 * math.pi) for h in heading]  # heading_err
+    scalars[:, 9:13] = state[:, 12:16]  # on_grass
+    scalars[:, 13] = state[:, 16] / st.n  # progress
     out = buf.astype(np.float32)
     np.clip(out, _LO, _HI, out=out)
     return out
@@ -365,6 +382,7 @@ def raw_action(action: Mapping[str, Any]) -> np.ndarray:
     except KeyError as e:
         raise KeyError(f"car_racing action needs keys steer, gas, brake; missing {e}") from None
     return np.array([min(max(steer, -1.0), 1.0), min(max(gas, 0.0), 1.0), min(max(brake, 0.0), 1.0)])
+
 
 
 class SemanticCarRacing(_cr.CarRacing):
