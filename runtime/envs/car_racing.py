@@ -37,6 +37,7 @@ seeds 0..999, evaluation seeds from 10_000 upward (see `polc.runtime.envs`).
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, Mapping, Optional, Sequence
@@ -384,6 +385,36 @@ def raw_action(action: Mapping[str, Any]) -> np.ndarray:
     return np.array([min(max(steer, -1.0), 1.0), min(max(gas, 0.0), 1.0), min(max(brake, 0.0), 1.0)])
 
 
+_RAW = ("steer", "gas", "brake")
+_RAW_LO, _RAW_HI = np.array([-1.0, 0.0, 0.0]), np.array([1.0, 1.0, 1.0])
+
+
+@functools.lru_cache(maxsize=16)
+def _raw_columns(fields: tuple) -> Optional[np.ndarray]:
+    """The columns of steer, gas and brake in a packed action row laid out as `fields`
+    ((name, start, size, shape) each), or None when one is not a single value."""
+    at = {name: (start, size) for name, start, size, _ in fields}
+    missing = [k for k in _RAW if k not in at]
+    if missing:
+        raise KeyError(f"car_racing action needs keys steer, gas, brake; missing '{missing[0]}'")
+    if any(at[k][1] != 1 for k in _RAW):
+        return None
+    return np.array([at[k][0] for k in _RAW], np.intp)
+
+
+def raw_actions(actions: np.ndarray, fields: tuple) -> np.ndarray:
+    """`raw_action` of every row of a packed (k, D) action array (`fields` say where each
+    action sits) as one (k, 3) float64 array, bit for bit: the float32 values widened,
+    then `max` and `min` as Python's (the bound only where it compares strictly beyond,
+    so a -0.0 gas stays -0.0 and a NaN stays NaN, unlike `np.clip`)."""
+    cols = _raw_columns(fields)
+    if cols is None:  # an action of another size: `raw_action` says what is wrong with it
+        return np.array([raw_action({name: row[start:start + size].reshape(shape)
+                                     for name, start, size, shape in fields}) for row in actions])
+    x = actions[:, cols].astype(np.float64)
+    x = np.where(_RAW_LO > x, _RAW_LO, x)
+    return np.where(_RAW_HI < x, _RAW_HI, x)
+
 
 class SemanticCarRacing(_cr.CarRacing):
     """CarRacing-v3 with semantic dict observations and dict actions; see the module docstring.
@@ -436,6 +467,24 @@ class SemanticCarRacing(_cr.CarRacing):
             return None, reward, terminated, truncated, info
         self.packed_obs = observe_packed(self, self.geometry)
         return unpack(self.packed_obs), reward, terminated, truncated, info
+
+    @staticmethod
+    def step_many(envs: Sequence["SemanticCarRacing"], actions: np.ndarray,
+                  fields: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step each of `envs` (unwrapped) with its row of the packed actions (k, D)
+        (`fields`: (name, start, size, shape) of each action in a row) as `step` does with
+        that row's action dict, the observations left to `observe_many`; (rewards (k,)
+        float64, terminated (k,), truncated (k,)). The raw actions of all rows are made at
+        once (`raw_actions`); the caller does what wrappers would (`PackedEnvs`)."""
+        raw = raw_actions(actions, fields)
+        k = len(envs)
+        rewards, terminated, truncated = np.empty(k), np.zeros(k, bool), np.zeros(k, bool)
+        step = _cr.CarRacing.step
+        for j, env in enumerate(envs):
+            env.last_raw_action = action = raw[j]
+            _, rewards[j], terminated[j], truncated[j], _ = step(env, action)
+            env.packed_obs = None
+        return rewards, terminated, truncated
 
     @staticmethod
     def observe_many(envs: Sequence["SemanticCarRacing"]) -> np.ndarray:
