@@ -38,6 +38,16 @@ def test_observations_of_many_envs_at_once_are_each_envs_own_bit_for_bit():
             assert many[j].tobytes() == cr.observe_packed(env, env.geometry).tobytes()
 
 
+def test_row_dots_are_the_1d_at_of_each_row_bit_for_bit():
+    rng = np.random.default_rng(4)
+    rows = rng.normal(size=(3000, 2)) * rng.choice([1e-3, 1.0, 100.0], size=(3000, 1))
+    vectors = rng.normal(size=(3000, 2, 2))
+    dots = cr.row_dots(rows, vectors)
+    want = np.array([[r @ v[0], r @ v[1]] for r, v in zip(rows, vectors)])
+    assert dots.tobytes() == want.tobytes()
+    assert not np.array_equal((rows[:, None] * vectors).sum(-1), want)  # the rounding this keeps
+
+
 def test_observations_at_once_around_the_lap_seam():
     env = CAR.make()
     env.reset(seed=5)

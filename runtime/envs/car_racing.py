@@ -133,19 +133,20 @@ def _space(fields: tuple[Field, ...]) -> gym.spaces.Dict:
 
 def sharp_corner_flags(track: list) -> np.ndarray:
     """(N,) bool: gymnasium's red-white kerb flags, recomputed exactly as
-    `CarRacing._create_track` does (it does not keep them)."""
+    `CarRacing._create_track` does (it does not keep them): the same float64 differences
+    and comparisons, for all points at once."""
     n, count = len(track), _cr.BORDER_MIN_COUNT
-    border = [False] * n
-    for i in range(n):
-        good, oneside = True, 0
-        for neg in range(count):
-            beta1, beta2 = track[i - neg][1], track[i - neg - 1][1]
-            good &= abs(beta1 - beta2) > _cr.TRACK_TURN_RATE * 0.2
-            oneside += np.sign(beta1 - beta2)
-        border[i] = good and abs(oneside) == count
+    beta = np.array([t[1] for t in track], dtype=np.float64)
+    turn = beta - np.roll(beta, 1)  # turn[i] = beta[i] - beta[i - 1], as gymnasium's beta1 - beta2
+    back = np.arange(n)[:, None] - np.arange(count)  # i - neg, wrapping as a negative index does
+    turns = turn[back % n]
+    good = np.all(np.abs(turns) > _cr.TRACK_TURN_RATE * 0.2, axis=1)
+    oneside = np.sign(turns).sum(axis=1)
+    border = (good & (np.abs(oneside) == count)).tolist()
     for i in range(n):  # sequential like gymnasium's (the wrap-around can cascade)
-        for neg in range(count):
-            border[i - neg] |= border[i]
+        if border[i]:
+            for neg in range(count):
+                border[i - neg] = True
     return np.array(border, dtype=bool)
 
 
@@ -247,8 +248,10 @@ class _Stacked:
     """The geometries of k tracks padded into (k, max N) arrays, so the nearest point and
     the points ahead of every env are found with one numpy call each. The padding of
     `x`, `y` is +inf: its squared distance is +inf, never the first minimum (a NaN
-    position gives index 0, as `TrackGeometry.nearest` does). `forward` and `right` are
-    (k, max N, 2), gathered at each env's nearest point for its two 2-vector dots."""
+    position gives index 0, as `TrackGeometry.nearest` does). What is read at each env's
+    nearest point sits in one (k, max N, 7) array (`at`: x, y, forward, right, beta), and what
+    is read at its 12 points ahead in one (k, max N + 12, 4) array (`ahead`: the extended
+    x, y, beta and sharp flag), so each is one gather."""
 
     def __init__(self, geos: Sequence[TrackGeometry]):
         self.geos = tuple(geos)
@@ -256,20 +259,26 @@ class _Stacked:
         self.rows = np.arange(k)
         self.n = np.array([g.n for g in geos], np.intp)
         self.x, self.y = np.full((k, n), np.inf), np.full((k, n), np.inf)
-        self.forward, self.right = np.zeros((k, n, 2)), np.zeros((k, n, 2))
-        self.beta = np.zeros((k, n))
-        self.x_ahead, self.y_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
-        self.beta_ahead, self.sharp_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
+        self.at = np.zeros((k, n, 7))
+        self.ahead = np.zeros((k, n + N_TILES_AHEAD, 4))
         for j, g in enumerate(geos):
             self.x[j, :g.n], self.y[j, :g.n] = g.x, g.y
-            self.forward[j, :g.n], self.right[j, :g.n], self.beta[j, :g.n] = g.forward, g.right, g.beta
-            m = g.n + N_TILES_AHEAD
-            self.x_ahead[j, :m], self.y_ahead[j, :m] = g.x_ahead, g.y_ahead
-            self.beta_ahead[j, :m], self.sharp_ahead[j, :m] = g.beta_ahead, g.sharp_ahead
+            self.at[j, :g.n] = np.column_stack([g.x, g.y, g.forward, g.right, g.beta])
+            self.ahead[j, :g.n + N_TILES_AHEAD] = np.column_stack([g.x_ahead, g.y_ahead, g.beta_ahead,
+                                                                   g.sharp_ahead])
         self.dx, self.dy = np.empty((k, n)), np.empty((k, n))  # scratch
 
     def of(self, geos: Sequence[TrackGeometry]) -> bool:
         return len(geos) == len(self.geos) and all(a is b for a, b in zip(geos, self.geos))
+
+
+def row_dots(rows: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """(k, 2) rows . (k, m, 2) vectors -> (k, m) float64: `rows[j] @ vectors[j, i]` for every
+    j and i, bit for bit (one stacked `matmul`, whose row-by-column products numpy computes
+    with the same BLAS dot as the 1-d `@`; `(a * b).sum()` rounds differently)."""
+    k, m = vectors.shape[:2]
+    lhs = np.ascontiguousarray(rows).reshape(k, 1, 1, 2)
+    return np.matmul(lhs, np.ascontiguousarray(vectors).reshape(k, m, 2, 1))[:, :, 0, 0]
 
 
 _stacked: Optional[_Stacked] = None  # the last envs' tracks: rebuilt only after a reset changed one
@@ -299,9 +308,9 @@ def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
     numpy's per-call overhead on 12-element arrays. Here only the Box2D reads and the
     cosine, sine and IEEE remainder of each angle (`math`'s, whose rounding numpy's need
     not share) run per env; everything else is computed for all k rows at once, with the
-    same float64 expressions, elementwise, in the same order. The two 2-vector dots are
-    one stacked `matmul` of (k, 1, 2) by (k, 2, 1): numpy computes each as the 1-d `@`
-    does (its BLAS dot), which rounds differently from `x0 * x1 + y0 * y1`."""
+    same float64 expressions, elementwise, in the same order. The 2k 2-vector dots are
+    one stacked `matmul` of rows by columns: numpy computes each as the 1-d `@` does (its
+    BLAS dot), which rounds differently from `x0 * x1 + y0 * y1`."""
     global _stacked
     k = len(envs)
     geos = [env.geometry for env in envs]
@@ -317,39 +326,35 @@ def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
     dy *= dy
     dx += dy
     nearest = dx.argmin(axis=1)
-    rel0 = np.empty((k, 1, 2))  # position minus the nearest point, as `p - geo.xy[i0]`
-    rel0[:, 0, 0] = state[:, 0] - st.x[st.rows, nearest]
-    rel0[:, 0, 1] = state[:, 1] - st.y[st.rows, nearest]
-    ahead = np.matmul(rel0, st.forward[st.rows, nearest][:, :, None])[:, 0, 0]
-    offset = np.matmul(rel0, st.right[st.rows, nearest][:, :, None])[:, 0, 0]
-    starts = np.where(ahead > 0, nearest + 1, nearest)  # first point not yet passed
+    at = st.at[st.rows, nearest]  # (k, 7): x, y, forward, right, beta at the nearest point
+    rel0 = state[:, :2] - at[:, :2]  # position minus the nearest point, as `p - geo.xy[i0]`
+    dots = row_dots(rel0, at[:, 2:6].reshape(k, 2, 2))  # (k, 2): rel0 . forward, rel0 . right
+    starts = np.where(dots[:, 0] > 0, nearest + 1, nearest)  # first point not yet passed
     starts = np.where(starts >= st.n, starts - st.n, starts)
     a_list = angle.tolist()
     cos = np.array([math.cos(a) for a in a_list])[:, None]
     sin = np.array([math.sin(a) for a in a_list])[:, None]
-    heading = (angle - st.beta[st.rows, nearest]).tolist()
-    idx = starts[:, None] + _AHEAD
-    rx = np.take_along_axis(st.x_ahead, idx, 1)
-    rx -= px
-    ry = np.take_along_axis(st.y_ahead, idx, 1)
-    ry -= py
+    heading = (angle - at[:, 6]).tolist()
+    ahead = st.ahead[st.rows[:, None], starts[:, None] + _AHEAD]  # (k, 12, 4): x, y, beta, sharp
+    rx = ahead[:, :, 0] - px
+    ry = ahead[:, :, 1] - py
     buf = np.empty((k, _LO.size))
     tiles = buf[:, :_SCALARS_AT].reshape(k, N_TILES_AHEAD, 4)
     tiles[:, :, 0] = (rx * cos + ry * sin) / TILE_SCALE
     tiles[:, :, 1] = (ry * cos - rx * sin) / TILE_SCALE
-    theta = angle[:, None] - np.take_along_axis(st.beta_ahead, idx, 1)
+    theta = angle[:, None] - ahead[:, :, 2]
     theta += np.pi
     np.remainder(theta, _TWO_PI, out=theta)
     theta -= np.pi
     tiles[:, :, 2] = theta
-    tiles[:, :, 3] = np.take_along_axis(st.sharp_ahead, idx, 1)
+    tiles[:, :, 3] = ahead[:, :, 3]
     scalars = buf[:, _SCALARS_AT:]
     vx, vy, c, s = state[:, 3], state[:, 4], cos[:, 0], sin[:, 0]
     scalars[:, 0] = (vy * c - vx * s) / 100.0  # speed
     scalars[:, 1] = -(state[:, 6] + state[:, 7]) / (2 * STEER_LOCK)  # steer_ind
     scalars[:, 2] = -state[:, 5]  # ang_vel
     scalars[:, 3:7] = state[:, 8:12]  # wheel_speed
-    scalars[:, 7] = offset / TRACK_HALF_WIDTH  # offset
+    scalars[:, 7] = dots[:, 1] / TRACK_HALF_WIDTH  # offset
     scalars[:, 8] = [math.remainder(h, 2 * math.pi) for h in heading]  # heading_err
     scalars[:, 9:13] = state[:, 12:16]  # on_grass
     scalars[:, 13] = state[:, 16] / st.n  # progress
