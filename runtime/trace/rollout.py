@@ -209,7 +209,10 @@ def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable
 
 
 class _Slots:
-    """Per-environment bookkeeping of the running episodes."""
+    """Per-environment bookkeeping of the running episodes. Traced, each vector step's
+    packed output, rewards and ends are kept once for all slots (`history`, one append per
+    step rather than three per env); a finished episode takes its slot's rows from the
+    steps it ran, which are consecutive, and the steps no running episode needs are dropped."""
 
     def __init__(self, n: int, trace: bool):
         self.episode = np.full(n, -1, np.int64)  # -1: idle (no episode left to run)
@@ -217,36 +220,40 @@ class _Slots:
         self.steps = np.zeros(n, np.int32)
         self.returns = np.zeros(n, np.float64)
         self.trace = trace
-        self.rows: list[list] = [[] for _ in range(n)]
-        self.rewards: list[list] = [[] for _ in range(n)]
-        self.ends: list[list] = [[] for _ in range(n)]
+        self.history: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.dropped = 0                   # vector steps dropped from the front of `history`
+        self.first = np.zeros(n, np.int64)  # the vector step each slot's episode started at
 
     def start(self, i: int, index: int, seed: int) -> None:
         self.episode[i], self.seed[i] = index, seed
         self.steps[i], self.returns[i] = 0, 0.0
-        self.rows[i], self.rewards[i], self.ends[i] = [], [], []
+        self.first[i] = self.dropped + len(self.history)
 
     def record(self, out: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
         active = self.episode >= 0
         self.returns += np.where(active, reward, 0.0)
         self.steps += 1
         if self.trace:
-            for i in np.flatnonzero(active):
-                self.rows[i].append(out[i])
-                self.rewards[i].append(reward[i])
-                self.ends[i].append((terminated[i], truncated[i]))
+            self.history.append((out, reward, terminated, truncated))
 
     def finish(self, i: int, layout: TraceLayout) -> Episode:
         index, seed, length = int(self.episode[i]), int(self.seed[i]), int(self.steps[i])
         columns = None
         if self.trace:
-            ends = np.asarray(self.ends[i], bool).reshape(length, 2)
+            at = int(self.first[i]) - self.dropped
+            steps = self.history[at:at + length]
             columns = {"episode": np.full(length, index, np.int32), "step": np.arange(length, dtype=np.int32),
                        "seed": np.full(length, seed, np.int64),
-                       **layout.unpack(np.stack(self.rows[i])),
-                       "reward": np.asarray(self.rewards[i], np.float32),
-                       "terminated": ends[:, 0], "truncated": ends[:, 1]}
+                       **layout.unpack(np.stack([h[0][i] for h in steps])),
+                       "reward": np.array([h[1][i] for h in steps], np.float32),
+                       "terminated": np.array([h[2][i] for h in steps], bool),
+                       "truncated": np.array([h[3][i] for h in steps], bool)}
         self.episode[i] = -1
+        if self.trace:  # drop the steps before every running episode's first
+            running = self.first[self.episode >= 0]
+            keep = int(running.min()) if len(running) else self.dropped + len(self.history)
+            del self.history[:keep - self.dropped]
+            self.dropped = keep
         return Episode(index, seed, float(self.returns[i]), length, columns)
 
 
