@@ -481,15 +481,14 @@ class SemanticCarRacing(_cr.CarRacing):
         that row's action dict, the observations left to `observe_many`; (rewards (k,)
         float64, terminated (k,), truncated (k,)). The raw actions of all rows are made at
         once (`raw_actions`); the caller does what wrappers would (`PackedEnvs`)."""
-        raw = raw_actions(actions, fields)
-        k = len(envs)
-        rewards, terminated, truncated = np.empty(k), np.zeros(k, bool), np.zeros(k, bool)
         step = _cr.CarRacing.step
-        for j, env in enumerate(envs):
-            env.last_raw_action = action = raw[j]
-            _, rewards[j], terminated[j], truncated[j], _ = step(env, action)
+        out = []
+        for env, action in zip(envs, raw_actions(actions, fields)):
+            env.last_raw_action = action
+            out.append(step(env, action)[1:4])
             env.packed_obs = None
-        return rewards, terminated, truncated
+        rewards, terminated, truncated = zip(*out)
+        return np.array(rewards, np.float64), np.array(terminated, bool), np.array(truncated, bool)
 
     @staticmethod
     def observe_many(envs: Sequence["SemanticCarRacing"]) -> np.ndarray:

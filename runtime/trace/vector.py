@@ -141,6 +141,8 @@ class PackedEnvs:
         self._direct = bool(batch) and all(limit is not None for limit in limits)
         self._limit = np.array(limits if self._direct else [], np.float64)
         self._wrapped = [i for i in range(n) if not self._direct or i not in set(batch)]
+        # the batch's rows of an (n, ...) array: all of it (a view, not a copy) when the batch is every env
+        self._rows_of = slice(None) if batch == list(range(n)) else self._batch
         self._elapsed = np.zeros(n, np.int64)  # steps since each env's reset
         self._seeds: list[Optional[int]] = [None] * n
         self._was_reset = np.zeros(n, bool)
@@ -186,28 +188,26 @@ class PackedEnvs:
             obs, rewards[i], terminated[i], truncated[i], _ = self.envs[i].step(_row_actions(actions[i], fields))
             if obs is not None:  # None: deferred, computed with the batch below
                 self._put(rows, i, obs)
+        b = self._rows_of
         if self._direct:
-            b = self._batch
             rewards[b], terminated[b], truncated[b] = self._step_direct(actions[b], fields)
         if self._batch_envs:
-            rows[self._batch] = type(self._batch_envs[0]).observe_many(self._batch_envs)
+            rows[b] = type(self._batch_envs[0]).observe_many(self._batch_envs)
         self._done = terminated | truncated
         self._rows = rows
         return rows, rewards, terminated, truncated
 
     def _step_direct(self, actions: np.ndarray, fields: Fields) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The batch's envs stepped past their wrappers, doing the wrappers' work."""
-        from gymnasium.error import ResetNeeded
-
-        from ..envs.finite import verify_finite
-
-        b = self._batch
+        b, at = self._rows_of, self._batch
         if not self._was_reset[b].all():  # `OrderEnforcing`'s rule and message
-            raise ResetNeeded("Cannot call env.step() before calling env.reset()")
+            raise gym.error.ResetNeeded("Cannot call env.step() before calling env.reset()")
         finite = np.isfinite(actions[:, _columns(fields)]).all(axis=1)
         if not finite.all():  # `FiniteActions`' message, for the first env with a bad action
+            from ..envs.finite import verify_finite
+
             j = int(np.argmin(finite))
-            verify_finite(_row_actions(actions[j], fields), int(self._elapsed[b[j]]), self._seeds[b[j]])
+            verify_finite(_row_actions(actions[j], fields), int(self._elapsed[at[j]]), self._seeds[at[j]])
         rewards, terminated, truncated = type(self._batch_envs[0]).step_many(self._batch_envs, actions, fields)
         self._elapsed[b] += 1
         truncated |= self._elapsed[b] >= self._limit  # `TimeLimit`'s rule
