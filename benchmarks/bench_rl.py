@@ -27,6 +27,8 @@ weight transforms (a1b19a0) this tree's policy rounds some weights differently i
 last float32 bit, and a Car Racing episode amplifies that, so a third candidate runs
 this tree with the per-weight transforms the old trees used (`lower(..., grouped=False)`);
 the identity is checked between it and the old tree, and the default's is reported beside.
+`--new COMMIT` times polc at COMMIT as the new side instead of the working tree (so the
+tree may change while it runs).
 
 `--experiment DIR` reads a finished `polc experiment car_racing -o DIR` and prints
 the resets each structure needed before its mean training return over 5 updates
@@ -179,7 +181,9 @@ def against(args) -> dict:
         polc_bin = str(Path(sys.executable).parent / "polc")
         subprocess.run([polc_bin, "fit", str(POLICY), "--demos", str(DEMO), "-o", params, "--restarts", "1",
                         "--check-episodes", "0", "-q"], check=True, capture_output=True)
-        cands = {"new (this tree)": None, PER_WEIGHT: None, f"old ({args.against})": old_tree}
+        new_tree = common.source_tree(args.new) if args.new else None
+        cands = {f"new ({args.new})" if args.new else "new (this tree)": new_tree, PER_WEIGHT: new_tree,
+                 f"old ({args.against})": old_tree}
         names = list(cands)
         out = {n: [] for n in names}
         load = common.LoadMeter()
@@ -203,7 +207,7 @@ def against(args) -> dict:
         return all(learned(x, key) == learned(y, key) for x in out[a] for y in out[b])
 
     med = statistics.median
-    result = {"against": args.against, "reps": args.reps, "updates": args.updates, "busy_cores": busy,
+    result = {"against": args.against, "new": args.new, "reps": args.reps, "updates": args.updates, "busy_cores": busy,
               "identical_returns": same(per_weight, old, "returns"), "identical_params": same(per_weight, old, "params"),
               "identical_returns_grouped": same(new, old, "returns")}
     print(f"\nRL on Car Racing ({POLICY.name}, fitted), 20 in-process envs, {args.updates} timed update(s) of 20 "
@@ -250,6 +254,8 @@ def main(argv=None) -> int:
     ap.add_argument("--updates", type=int, default=1, help="timed updates per candidate and repetition")
     ap.add_argument("--experiment", help="a finished `polc experiment car_racing` directory")
     ap.add_argument("--against", metavar="COMMIT", help="time this tree's RL against polc at this git commit")
+    ap.add_argument("--new", metavar="COMMIT", help="with --against: time polc at COMMIT as the new side, "
+                    "not the working tree")
     ap.add_argument("--worker", metavar="PARAMS", help=argparse.SUPPRESS)
     ap.add_argument("--per-weight", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the figures here")

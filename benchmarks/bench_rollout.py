@@ -28,7 +28,12 @@ them: `--episodes` episodes on the first evaluation seeds, all in-process envs s
 together (`default_n_envs`), after a warm-up rollout of two episodes (compiles), untraced
 (eval) and traced (rollout). Per candidate: process CPU seconds per 1000 env steps, the
 median of per-repetition ratios new / old, and whether every episode's return (float64)
-and length are identical.
+and length are identical. As in bench_rl.py, a third candidate runs this tree with the
+per-weight transforms the old trees used (`lower(..., grouped=False)`): the grouped ones
+(a1b19a0) round some weights differently in the last float32 bit, which a Car Racing
+episode amplifies, so the identity is checked between it and the old tree, and the
+default's is reported beside. `--new COMMIT` times polc at COMMIT as the new side instead
+of the working tree (so the tree may change while it runs).
 """
 
 from __future__ import annotations
@@ -177,7 +182,12 @@ def against_worker(args) -> int:
     from polc.runtime.trace.rollout import RolloutConfig, rollout
     from polc.runtime.trace.vector import default_n_envs
 
-    policy = polc.load(str(common.CAR_RACING)).compile()
+    if args.per_weight:  # the weight transforms of the old trees, for the identity check
+        from polc.lower import lower
+
+        policy = lower(polc.load(str(common.CAR_RACING)).typed, grouped=False)
+    else:
+        policy = polc.load(str(common.CAR_RACING)).compile()
     params = policy.init(jax.random.PRNGKey(0))
     spec = envs.get("car_racing")
     seeds = list(range(10_000, 10_000 + args.episodes))
@@ -196,23 +206,28 @@ def against_worker(args) -> int:
     return 0
 
 
+PER_WEIGHT = "new, per-weight transforms"
+
+
 def against(args) -> dict:
     """This tree's rollouts against polc at `args.against`, interleaved child processes."""
     import json
     import subprocess
 
     old_tree = common.source_tree(args.against)
+    new_tree = common.source_tree(args.new) if args.new else None
     here = os.path.abspath(__file__)
-    cands = {"new (this tree)": None, f"old ({args.against})": old_tree}
+    new_name = f"new ({args.new})" if args.new else "new (this tree)"
+    cands = {new_name: new_tree, PER_WEIGHT: new_tree, f"old ({args.against})": old_tree}
     names = list(cands)
     out = {n: [] for n in names}
     load = common.LoadMeter()
     with tempfile.TemporaryDirectory() as d:
         for rep in range(args.reps):
-            for name in names[rep % 2:] + names[:rep % 2]:
+            for name in names[rep % 3:] + names[:rep % 3]:
                 core = common.idlest_core()
                 argv = ["taskset", "-c", str(core), sys.executable, here, "--against-worker",
-                        "--episodes", str(args.episodes)]
+                        "--episodes", str(args.episodes)] + (["--per-weight"] if name == PER_WEIGHT else [])
                 p = subprocess.run(argv, env=common.child_env(cands[name]), capture_output=True, text=True, cwd=d)
                 if p.returncode != 0:
                     raise RuntimeError(f"{name} failed:\n{p.stderr[-3000:]}")
@@ -222,20 +237,28 @@ def against(args) -> dict:
                       f"{r['traced']['cpu_per_1000_steps']:.3f} s CPU per 1000 steps (core {core})",
                       file=sys.stderr, flush=True)
     busy = load.busy_cores()
-    new, old = names
+    new, per_weight, old = names
     med = statistics.median
-    result = {"against": args.against, "reps": args.reps, "episodes": args.episodes, "busy_cores": busy}
+
+    def same(a: str, b: str, kind: str) -> bool:
+        return all((x[kind]["returns"], x[kind]["lengths"]) == (y[kind]["returns"], y[kind]["lengths"])
+                   for x in out[a] for y in out[b])
+
+    result = {"against": args.against, "new": args.new, "reps": args.reps, "episodes": args.episodes,
+              "busy_cores": busy}
     print(f"\nRollouts on Car Racing ({common.CAR_RACING.name}, declared weights), {args.episodes} episodes on "
           f"the first evaluation seeds, {args.reps} interleaved repetitions, CPU s per 1000 env steps:")
-    print(f"{'':10s} {new:>18s} {old:>18s} {'new / old':>10s}  identical returns and lengths")
+    print(f"{'':10s} {new:>18s} {per_weight:>27s} {old:>18s} {'new / old':>10s} {'per-weight / old':>17s}  "
+          f"identical returns and lengths: per-weight, new")
     for kind in ("untraced", "traced"):
-        a = [r[kind]["cpu_per_1000_steps"] for r in out[new]]
-        b = [r[kind]["cpu_per_1000_steps"] for r in out[old]]
-        same = all((x[kind]["returns"], x[kind]["lengths"]) == (y[kind]["returns"], y[kind]["lengths"])
-                   for x in out[new] for y in out[old])
-        ratio = common.paired_ratio(a, b)
-        result[kind] = {"new": a, "old": b, "ratio": ratio, "identical": same}
-        print(f"{kind:10s} {med(a):18.3f} {med(b):18.3f} {ratio:10.3f}  {same}")
+        a, pw, b = ([r[kind]["cpu_per_1000_steps"] for r in out[n]] for n in (new, per_weight, old))
+        ratio, ratio_pw = common.paired_ratio(a, b), common.paired_ratio(pw, b)
+        result[kind] = {"new": a, "per_weight": pw, "old": b, "ratio": ratio, "ratio_per_weight": ratio_pw,
+                        "identical": same(per_weight, old, kind), "identical_grouped": same(new, old, kind)}
+        print(f"{kind:10s} {med(a):18.3f} {med(pw):27.3f} {med(b):18.3f} {ratio:10.3f} {ratio_pw:17.3f}  "
+              f"{result[kind]['identical']}, {result[kind]['identical_grouped']}")
+    print("identical: every episode's return (float64) and length, per-weight transforms against the old tree; "
+          "then this tree's default (grouped transforms, last-bit differences) against the old tree")
     if busy is not None:
         print(f"machine load during the run: {busy:.1f} of {os.cpu_count()} cores busy")
     common.write_json(args.json, result)
@@ -250,7 +273,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=100_000, help="rows of the Parquet comparison")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--against", metavar="COMMIT", help="time this tree's rollouts against polc at COMMIT")
+    ap.add_argument("--new", metavar="COMMIT", help="with --against: time polc at COMMIT as the new side, "
+                    "not the working tree")
     ap.add_argument("--against-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--per-weight", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.against_worker:
         return against_worker(args)

@@ -1,7 +1,8 @@
 """The fast paths of RL collection and rollouts (issue 18) against the straightforward
 code they stand in for, bit for bit: Car Racing's observations computed for every env
-of a step at once (`observe_packed_many`, used by `PackedEnvs` when it defers them), and
-`FiniteActions`' scalar check."""
+of a step at once (`observe_packed_many`, used by `PackedEnvs` when it defers them), their
+raw actions made at once (`raw_actions`) and stepped past their wrappers (`step_many`, with
+`PackedEnvs` doing the wrappers' work), and `FiniteActions`' scalar check."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ def test_observations_of_many_envs_at_once_are_each_envs_own_bit_for_bit():
         assert many.dtype == np.float32 and many.shape == (len(u), cr._LO.size)
         for j, env in enumerate(u):
             assert many[j].tobytes() == cr.observe_packed(env, env.geometry).tobytes()
+
+
+def test_row_dots_are_the_1d_at_of_each_row_bit_for_bit():
+    rng = np.random.default_rng(4)
+    rows = rng.normal(size=(3000, 2)) * rng.choice([1e-3, 1.0, 100.0], size=(3000, 1))
+    vectors = rng.normal(size=(3000, 2, 2))
+    dots = cr.row_dots(rows, vectors)
+    want = np.array([[r @ v[0], r @ v[1]] for r, v in zip(rows, vectors)])
+    assert dots.tobytes() == want.tobytes()
+    assert not np.array_equal((rows[:, None] * vectors).sum(-1), want)  # the rounding this keeps
 
 
 def test_observations_at_once_around_the_lap_seam():
@@ -129,3 +140,74 @@ def test_finite_actions_refuses_a_non_finite_scalar_as_it_refuses_an_array(bad):
     kind = "NaN" if np.isnan(bad) else ("+inf" if bad > 0 else "-inf")
     assert messages[0].startswith(f'the policy\'s action "gas" is {kind} at step 0 of the episode with seed 10000')
     assert messages[1].startswith(f'the policy\'s action "gas" is {kind} (elements [0]) at step 0')
+
+
+def test_raw_actions_of_many_rows_are_raw_action_of_each_bit_for_bit():
+    fields = (("gas", 0, 1, ()), ("steer", 1, 1, ()), ("brake", 2, 1, ()))
+    special = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, np.nan, np.inf, -np.inf, 0.5, 1e-40], np.float32)
+    rng = np.random.default_rng(3)
+    rows = np.concatenate([np.stack(np.meshgrid(special, special, special), -1).reshape(-1, 3),
+                           rng.uniform(-1.5, 1.5, (500, 3)).astype(np.float32)])
+    many = cr.raw_actions(rows, fields)
+    assert many.dtype == np.float64 and many.shape == (len(rows), 3)
+    for row, got in zip(rows, many):
+        want = cr.raw_action({"gas": row[0], "steer": row[1], "brake": row[2]})
+        assert got.tobytes() == want.tobytes()  # -0.0 stays -0.0 and NaN stays NaN, as min/max leave them
+    with pytest.raises(KeyError, match="missing 'brake'"):
+        cr.raw_actions(rows, fields[:2])
+
+
+class ShortLimit:
+    """Car Racing with a 30-step time limit, to see where the packed envs truncate."""
+
+    schema = CAR.schema
+    max_steps = 30
+
+    @staticmethod
+    def make():
+        from polc.runtime.envs.finite import FiniteActions
+
+        return FiniteActions(gym.make(CAR.schema.env_id, max_episode_steps=30))
+
+
+def test_packed_envs_step_past_the_wrappers_and_truncate_where_the_time_limit_does():
+    layout = _layout()
+    packed = vector.PackedEnvs(ShortLimit, 2, layout.obs_fields)
+    assert packed._direct and packed._wrapped == [] and packed._limit.tolist() == [30.0, 30.0]
+    act_fields = (("steer", 0, 1, ()), ("gas", 1, 1, ()), ("brake", 2, 1, ()))
+    ref = [ShortLimit.make() for _ in range(2)]
+    rng = np.random.default_rng(2)
+    for episode in range(2):  # a second episode after the reset: the count starts again
+        packed.reset([7, 8])
+        for env, s in zip(ref, (7, 8)):
+            env.reset(seed=s)
+        for t in range(30):
+            acts = actions(rng, 2)
+            a = np.array([[x["steer"], x["gas"], x["brake"]] for x in acts], np.float32)
+            rows, rewards, term, trunc = packed.step(a, act_fields)
+            for j, (env, act) in enumerate(zip(ref, acts)):
+                obs, r, te, tr, _ = env.step(act)
+                assert rewards[j] == r and term[j] == te and trunc[j] == tr == (t == 29)
+                assert env.unwrapped.last_raw_action.tobytes() == packed._batch_envs[j].last_raw_action.tobytes()
+        with pytest.raises(RuntimeError, match="without a reset"):
+            packed.step(a, act_fields)
+    packed.close()
+
+
+def test_packed_envs_refuse_a_non_finite_action_as_finite_actions_does():
+    layout = _layout()
+    packed = vector.PackedEnvs(CAR, 2, layout.obs_fields)
+    assert packed._direct
+    act_fields = (("steer", 0, 1, ()), ("gas", 1, 1, ()), ("brake", 2, 1, ()))
+    with pytest.raises(gym.error.ResetNeeded):
+        packed.step(np.zeros((2, 3), np.float32), act_fields)
+    packed.reset([10_000, 10_001])
+    for _ in range(3):
+        packed.step(np.zeros((2, 3), np.float32), act_fields)
+    bad = np.zeros((2, 3), np.float32)
+    bad[1, 2] = np.nan
+    with pytest.raises(envs.NonFiniteAction) as e:
+        packed.step(bad, act_fields)
+    assert str(e.value).startswith('the policy\'s action "brake" is NaN at step 3 of the episode with seed 10001')
+    assert packed._elapsed.tolist() == [3, 3]  # neither env was stepped
+    packed.close()

@@ -118,3 +118,24 @@ def test_stepping_a_finished_env_without_a_reset_is_refused():
     with pytest.raises(RuntimeError, match="without a reset"):
         envs_.step(push, layout.action_fields[False])
     envs_.close()
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_traced_weight_columns_are_the_weights_the_step_computed_bit_for_bit(grouped):
+    """The weights are constrained once per run, not in every traced step: each row holds
+    the values the jitted, vmapped step computed when they were part of its output."""
+    from polc.lower import lower
+
+    policy = lower(polc.load("examples/car_racing/initial.pol").typed, grouped=grouped)
+    params = policy.init(jax.random.PRNGKey(0))
+    in_step = jax.jit(jax.vmap(lambda p, x: policy.constrain(p), in_axes=(None, 0)))(params, np.zeros(3))
+    episodes = []
+    rollout(policy, params, CAR, [10_000], RolloutConfig(trace=True), episodes.append)
+    columns = episodes[0].columns
+    for w in policy.program.weights:
+        col = columns["weight." + w.name]
+        assert col.dtype == np.float32 and col.shape == (episodes[0].length,) + tuple(w.type.shape)
+        assert all(row.tobytes() == np.asarray(in_step[w.name][0], np.float32).tobytes() for row in col)
+    names = list(columns)
+    assert names.index("latent." + policy.program.latents[-1].name) < names.index(
+        "weight." + policy.program.weights[0].name) < names.index("mean." + policy.program.actions[0].name)

@@ -37,6 +37,7 @@ seeds 0..999, evaluation seeds from 10_000 upward (see `polc.runtime.envs`).
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, Mapping, Optional, Sequence
@@ -132,19 +133,20 @@ def _space(fields: tuple[Field, ...]) -> gym.spaces.Dict:
 
 def sharp_corner_flags(track: list) -> np.ndarray:
     """(N,) bool: gymnasium's red-white kerb flags, recomputed exactly as
-    `CarRacing._create_track` does (it does not keep them)."""
+    `CarRacing._create_track` does (it does not keep them): the same float64 differences
+    and comparisons, for all points at once."""
     n, count = len(track), _cr.BORDER_MIN_COUNT
-    border = [False] * n
-    for i in range(n):
-        good, oneside = True, 0
-        for neg in range(count):
-            beta1, beta2 = track[i - neg][1], track[i - neg - 1][1]
-            good &= abs(beta1 - beta2) > _cr.TRACK_TURN_RATE * 0.2
-            oneside += np.sign(beta1 - beta2)
-        border[i] = good and abs(oneside) == count
+    beta = np.array([t[1] for t in track], dtype=np.float64)
+    turn = beta - np.roll(beta, 1)  # turn[i] = beta[i] - beta[i - 1], as gymnasium's beta1 - beta2
+    back = np.arange(n)[:, None] - np.arange(count)  # i - neg, wrapping as a negative index does
+    turns = turn[back % n]
+    good = np.all(np.abs(turns) > _cr.TRACK_TURN_RATE * 0.2, axis=1)
+    oneside = np.sign(turns).sum(axis=1)
+    border = (good & (np.abs(oneside) == count)).tolist()
     for i in range(n):  # sequential like gymnasium's (the wrap-around can cascade)
-        for neg in range(count):
-            border[i - neg] |= border[i]
+        if border[i]:
+            for neg in range(count):
+                border[i - neg] = True
     return np.array(border, dtype=bool)
 
 
@@ -246,27 +248,56 @@ class _Stacked:
     """The geometries of k tracks padded into (k, max N) arrays, so the nearest point and
     the points ahead of every env are found with one numpy call each. The padding of
     `x`, `y` is +inf: its squared distance is +inf, never the first minimum (a NaN
-    position gives index 0, as `TrackGeometry.nearest` does)."""
+    position gives index 0, as `TrackGeometry.nearest` does). What is read at each env's
+    nearest point sits in one (k, max N, 7) array (`at`: x, y, forward, right, beta), and what
+    is read at its 12 points ahead in one (k, max N + 12, 4) array (`ahead`: the extended
+    x, y, beta and sharp flag), so each is one gather."""
 
     def __init__(self, geos: Sequence[TrackGeometry]):
         self.geos = tuple(geos)
         k, n = len(geos), max(g.n for g in geos)
+        self.rows = np.arange(k)
+        self.n = np.array([g.n for g in geos], np.intp)
         self.x, self.y = np.full((k, n), np.inf), np.full((k, n), np.inf)
-        self.x_ahead, self.y_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
-        self.beta_ahead, self.sharp_ahead = np.zeros((k, n + N_TILES_AHEAD)), np.zeros((k, n + N_TILES_AHEAD))
+        self.at = np.zeros((k, n, 7))
+        self.ahead = np.zeros((k, n + N_TILES_AHEAD, 4))
         for j, g in enumerate(geos):
             self.x[j, :g.n], self.y[j, :g.n] = g.x, g.y
-            m = g.n + N_TILES_AHEAD
-            self.x_ahead[j, :m], self.y_ahead[j, :m] = g.x_ahead, g.y_ahead
-            self.beta_ahead[j, :m], self.sharp_ahead[j, :m] = g.beta_ahead, g.sharp_ahead
+            self.at[j, :g.n] = np.column_stack([g.x, g.y, g.forward, g.right, g.beta])
+            self.ahead[j, :g.n + N_TILES_AHEAD] = np.column_stack([g.x_ahead, g.y_ahead, g.beta_ahead,
+                                                                   g.sharp_ahead])
         self.dx, self.dy = np.empty((k, n)), np.empty((k, n))  # scratch
 
     def of(self, geos: Sequence[TrackGeometry]) -> bool:
         return len(geos) == len(self.geos) and all(a is b for a, b in zip(geos, self.geos))
 
 
+def row_dots(rows: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """(k, 2) rows . (k, m, 2) vectors -> (k, m) float64: `rows[j] @ vectors[j, i]` for every
+    j and i, bit for bit (one stacked `matmul`, whose row-by-column products numpy computes
+    with the same BLAS dot as the 1-d `@`; `(a * b).sum()` rounds differently)."""
+    k, m = vectors.shape[:2]
+    lhs = np.ascontiguousarray(rows).reshape(k, 1, 1, 2)
+    return np.matmul(lhs, np.ascontiguousarray(vectors).reshape(k, m, 2, 1))[:, :, 0, 0]
+
+
 _stacked: Optional[_Stacked] = None  # the last envs' tracks: rebuilt only after a reset changed one
 _AHEAD = np.arange(N_TILES_AHEAD)
+_N_READ = 17  # the simulator values `_read` takes of one env
+
+
+def _read(env: _cr.CarRacing) -> tuple:
+    """One env's simulator state as floats: position x, y, angle, velocity x, y, yaw rate,
+    the front wheels' joint angles, the four wheels' omega times rim radius / 100, the four
+    on-grass flags, the lap's visited tiles (Box2D's float32 values, as Python floats)."""
+    car = env.car
+    hull = car.hull
+    p, v = hull.position, hull.linearVelocity
+    w0, w1, w2, w3 = car.wheels
+    rim = w0.wheel_rad / 100.0
+    return (p.x, p.y, hull.angle, v.x, v.y, hull.angularVelocity, w0.joint.angle, w1.joint.angle,
+            w0.omega * rim, w1.omega * rim, w2.omega * rim, w3.omega * rim,
+            not w0.tiles, not w1.tiles, not w2.tiles, not w3.tiles, env.tile_visited_count)
 
 
 def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
@@ -274,67 +305,59 @@ def observe_packed_many(envs: Sequence[_cr.CarRacing]) -> np.ndarray:
     bit for bit the rows `observe_packed` gives one at a time.
 
     Why: a rollout steps its k envs together, and one env's observation is mostly
-    numpy's per-call overhead on 12-element arrays (about 20 us, of which a fifth is
-    arithmetic). Here only what differs per env runs per env (the Box2D reads and the
-    two 2-vector dots, which numpy rounds its own way); the nearest points, the tiles,
-    the float32 cast and the clip are computed for all k rows at once, with the same
-    float64 expressions, elementwise, in the same order."""
+    numpy's per-call overhead on 12-element arrays. Here only the Box2D reads and the
+    cosine, sine and IEEE remainder of each angle (`math`'s, whose rounding numpy's need
+    not share) run per env; everything else is computed for all k rows at once, with the
+    same float64 expressions, elementwise, in the same order. The 2k 2-vector dots are
+    one stacked `matmul` of rows by columns: numpy computes each as the 1-d `@` does (its
+    BLAS dot), which rounds differently from `x0 * x1 + y0 * y1`."""
     global _stacked
     k = len(envs)
     geos = [env.geometry for env in envs]
     if _stacked is None or not _stacked.of(geos):
         _stacked = _Stacked(geos)
     st = _stacked
-    cars = [env.car for env in envs]
-    hulls = [car.hull for car in cars]
-    pos = np.array([tuple(h.position) for h in hulls])  # (k, 2)
-    angle = np.array([h.angle for h in hulls])
+    state = np.array([_read(env) for env in envs])  # (k, _N_READ) float64
+    px, py, angle = state[:, 0:1], state[:, 1:2], state[:, 2]
     dx, dy = st.dx, st.dy  # the squared distances, as `TrackGeometry.nearest` computes them
-    np.subtract(st.x, pos[:, :1], out=dx)
-    np.subtract(st.y, pos[:, 1:], out=dy)
+    np.subtract(st.x, px, out=dx)
+    np.subtract(st.y, py, out=dy)
     dx *= dx
     dy *= dy
     dx += dy
-    nearest = dx.argmin(axis=1).tolist()
-    starts = np.empty(k, np.intp)
-    cos, sin = np.empty((k, 1)), np.empty((k, 1))
-    scalars = []
-    for j, (env, geo, car, hull, i0) in enumerate(zip(envs, geos, cars, hulls, nearest)):
-        a = float(angle[j])
-        c, s = math.cos(a), math.sin(a)
-        rel0 = pos[j] - geo.xy[i0]
-        start = i0 + 1 if rel0 @ geo.forward[i0] > 0 else i0
-        starts[j] = start - geo.n if start >= geo.n else start
-        cos[j, 0], sin[j, 0] = c, s
-        vx, vy = hull.linearVelocity
-        w0, w1, w2, w3 = car.wheels
-        rim = w0.wheel_rad / 100.0
-        scalars.append((
-            (vy * c - vx * s) / 100.0,  # speed
-            -(w0.joint.angle + w1.joint.angle) / (2 * STEER_LOCK),  # steer_ind
-            -hull.angularVelocity,  # ang_vel
-            w0.omega * rim, w1.omega * rim, w2.omega * rim, w3.omega * rim,  # wheel_speed
-            float(rel0 @ geo.right[i0]) / TRACK_HALF_WIDTH,  # offset
-            math.remainder(a - geo._beta_list[i0], 2 * math.pi),  # heading_err
-            not w0.tiles, not w1.tiles, not w2.tiles, not w3.tiles,  # on_grass
-            env.tile_visited_count / geo.n,  # progress
-        ))
-    idx = starts[:, None] + _AHEAD
-    rx = np.take_along_axis(st.x_ahead, idx, 1)
-    rx -= pos[:, :1]
-    ry = np.take_along_axis(st.y_ahead, idx, 1)
-    ry -= pos[:, 1:]
+    nearest = dx.argmin(axis=1)
+    at = st.at[st.rows, nearest]  # (k, 7): x, y, forward, right, beta at the nearest point
+    rel0 = state[:, :2] - at[:, :2]  # position minus the nearest point, as `p - geo.xy[i0]`
+    dots = row_dots(rel0, at[:, 2:6].reshape(k, 2, 2))  # (k, 2): rel0 . forward, rel0 . right
+    starts = np.where(dots[:, 0] > 0, nearest + 1, nearest)  # first point not yet passed
+    starts = np.where(starts >= st.n, starts - st.n, starts)
+    a_list = angle.tolist()
+    cos = np.array([math.cos(a) for a in a_list])[:, None]
+    sin = np.array([math.sin(a) for a in a_list])[:, None]
+    heading = (angle - at[:, 6]).tolist()
+    ahead = st.ahead[st.rows[:, None], starts[:, None] + _AHEAD]  # (k, 12, 4): x, y, beta, sharp
+    rx = ahead[:, :, 0] - px
+    ry = ahead[:, :, 1] - py
     buf = np.empty((k, _LO.size))
     tiles = buf[:, :_SCALARS_AT].reshape(k, N_TILES_AHEAD, 4)
     tiles[:, :, 0] = (rx * cos + ry * sin) / TILE_SCALE
     tiles[:, :, 1] = (ry * cos - rx * sin) / TILE_SCALE
-    theta = angle[:, None] - np.take_along_axis(st.beta_ahead, idx, 1)
+    theta = angle[:, None] - ahead[:, :, 2]
     theta += np.pi
     np.remainder(theta, _TWO_PI, out=theta)
     theta -= np.pi
     tiles[:, :, 2] = theta
-    tiles[:, :, 3] = np.take_along_axis(st.sharp_ahead, idx, 1)
-    buf[:, _SCALARS_AT:] = scalars
+    tiles[:, :, 3] = ahead[:, :, 3]
+    scalars = buf[:, _SCALARS_AT:]
+    vx, vy, c, s = state[:, 3], state[:, 4], cos[:, 0], sin[:, 0]
+    scalars[:, 0] = (vy * c - vx * s) / 100.0  # speed
+    scalars[:, 1] = -(state[:, 6] + state[:, 7]) / (2 * STEER_LOCK)  # steer_ind
+    scalars[:, 2] = -state[:, 5]  # ang_vel
+    scalars[:, 3:7] = state[:, 8:12]  # wheel_speed
+    scalars[:, 7] = dots[:, 1] / TRACK_HALF_WIDTH  # offset
+    scalars[:, 8] = [math.remainder(h, 2 * math.pi) for h in heading]  # heading_err
+    scalars[:, 9:13] = state[:, 12:16]  # on_grass
+    scalars[:, 13] = state[:, 16] / st.n  # progress
     out = buf.astype(np.float32)
     np.clip(out, _LO, _HI, out=out)
     return out
@@ -365,6 +388,37 @@ def raw_action(action: Mapping[str, Any]) -> np.ndarray:
     except KeyError as e:
         raise KeyError(f"car_racing action needs keys steer, gas, brake; missing {e}") from None
     return np.array([min(max(steer, -1.0), 1.0), min(max(gas, 0.0), 1.0), min(max(brake, 0.0), 1.0)])
+
+
+_RAW = ("steer", "gas", "brake")
+_RAW_LO, _RAW_HI = np.array([-1.0, 0.0, 0.0]), np.array([1.0, 1.0, 1.0])
+
+
+@functools.lru_cache(maxsize=16)
+def _raw_columns(fields: tuple) -> Optional[np.ndarray]:
+    """The columns of steer, gas and brake in a packed action row laid out as `fields`
+    ((name, start, size, shape) each), or None when one is not a single value."""
+    at = {name: (start, size) for name, start, size, _ in fields}
+    missing = [k for k in _RAW if k not in at]
+    if missing:
+        raise KeyError(f"car_racing action needs keys steer, gas, brake; missing '{missing[0]}'")
+    if any(at[k][1] != 1 for k in _RAW):
+        return None
+    return np.array([at[k][0] for k in _RAW], np.intp)
+
+
+def raw_actions(actions: np.ndarray, fields: tuple) -> np.ndarray:
+    """`raw_action` of every row of a packed (k, D) action array (`fields` say where each
+    action sits) as one (k, 3) float64 array, bit for bit: the float32 values widened,
+    then `max` and `min` as Python's (the bound only where it compares strictly beyond,
+    so a -0.0 gas stays -0.0 and a NaN stays NaN, unlike `np.clip`)."""
+    cols = _raw_columns(fields)
+    if cols is None:  # an action of another size: `raw_action` says what is wrong with it
+        return np.array([raw_action({name: row[start:start + size].reshape(shape)
+                                     for name, start, size, shape in fields}) for row in actions])
+    x = actions[:, cols].astype(np.float64)
+    x = np.where(_RAW_LO > x, _RAW_LO, x)
+    return np.where(_RAW_HI < x, _RAW_HI, x)
 
 
 class SemanticCarRacing(_cr.CarRacing):
@@ -418,6 +472,23 @@ class SemanticCarRacing(_cr.CarRacing):
             return None, reward, terminated, truncated, info
         self.packed_obs = observe_packed(self, self.geometry)
         return unpack(self.packed_obs), reward, terminated, truncated, info
+
+    @staticmethod
+    def step_many(envs: Sequence["SemanticCarRacing"], actions: np.ndarray,
+                  fields: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step each of `envs` (unwrapped) with its row of the packed actions (k, D)
+        (`fields`: (name, start, size, shape) of each action in a row) as `step` does with
+        that row's action dict, the observations left to `observe_many`; (rewards (k,)
+        float64, terminated (k,), truncated (k,)). The raw actions of all rows are made at
+        once (`raw_actions`); the caller does what wrappers would (`PackedEnvs`)."""
+        step = _cr.CarRacing.step
+        out = []
+        for env, action in zip(envs, raw_actions(actions, fields)):
+            env.last_raw_action = action
+            out.append(step(env, action)[1:4])
+            env.packed_obs = None
+        rewards, terminated, truncated = zip(*out)
+        return np.array(rewards, np.float64), np.array(terminated, bool), np.array(truncated, bool)
 
     @staticmethod
     def observe_many(envs: Sequence["SemanticCarRacing"]) -> np.ndarray:

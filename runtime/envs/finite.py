@@ -58,19 +58,25 @@ class FiniteActions(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any):
-        items = action.items() if isinstance(action, dict) else [("action", action)]
-        for name, value in items:
-            if value is None:
-                continue
-            if type(value) in _FLOATS:  # a scalar, as packed rollouts pass them: no array round trip
-                if not math.isfinite(value):
-                    raise NonFiniteAction(non_finite_message(name, value, self._step, self._seed))
-                continue
-            v = np.asarray(value)
-            if v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
-                raise NonFiniteAction(non_finite_message(name, v, self._step, self._seed))
+        verify_finite(action, self._step, self._seed)
         self._step += 1
         return self.env.step(action)
 
 
-__all__ = ["FiniteActions", "NonFiniteAction", "non_finite_message"]
+def verify_finite(action: Any, step: int, seed: Optional[int]) -> None:
+    """Raise `NonFiniteAction` when `action` (a dict of arrays by action name, or one
+    array) holds a NaN or infinite value; `step` and `seed` are the message's."""
+    items = action.items() if isinstance(action, dict) else [("action", action)]
+    for name, value in items:
+        if value is None:
+            continue
+        if type(value) in _FLOATS:  # a scalar, as packed rollouts pass them: no array round trip
+            if not math.isfinite(value):
+                raise NonFiniteAction(non_finite_message(name, value, step, seed))
+            continue
+        v = np.asarray(value)
+        if v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+            raise NonFiniteAction(non_finite_message(name, v, step, seed))
+
+
+__all__ = ["FiniteActions", "NonFiniteAction", "non_finite_message", "verify_finite"]

@@ -6,11 +6,13 @@ Traced or not, that call takes the observations of every environment packed in
 one (N, O) float32 array and returns one packed (N, D) float32 array:
 
     untraced  D = the actions, flattened and concatenated
-    traced    D = [obs (all the env's), latents, weights, means, actions]
+    traced    D = [obs (all the env's), latents, means, actions]
 
 so a traced step moves one slightly wider array from the device instead of
-dozens of small ones; the host appends each environment's row to its episode
-and splits the rows into columns once, when the episode ends (`TraceLayout`).
+dozens of small ones; the host keeps each step's rows and splits an episode's
+into columns once, when it ends (`TraceLayout`). The weights, the same in every
+row, are constrained once per run (not in every step, where they took a third of
+the traced step's XLA compile) and become their columns then too.
 
 Episodes and seeds. Episode k runs with environment seed `seeds[k]`; slots of
 the vector env take the next episode as they finish. Sampled actions use the
@@ -125,14 +127,18 @@ class TraceLayout:
         self.schema = schema
         self.obs = _segments([("obs." + f.name, f.shape, "float32") for f in schema.obs])
         self.obs_size = sum(s.size for s in self.obs)
-        items = [("latent." + lat.name, lat.type.shape, "bool" if lat.type.base == T.BOOL else "float32")
-                 for lat in tp.latents]
-        items += [("weight." + w.name, w.type.shape, "float32") for w in tp.weights]
-        items += [("mean." + a.name, a.type.shape, "float32") for a in tp.actions]
-        self.values = _segments(items, self.obs_size)
+        latents = _segments([("latent." + lat.name, lat.type.shape, "bool" if lat.type.base == T.BOOL else "float32")
+                             for lat in tp.latents], self.obs_size)
+        means = _segments([("mean." + a.name, a.type.shape, "float32") for a in tp.actions],
+                          self.obs_size + sum(s.size for s in latents))
+        self.values = latents + means  # after the obs in a traced row
+        # not in the row: the same at every step, filled in from the run's constrained weights
+        self.weights = _segments([("weight." + w.name, w.type.shape, "float32") for w in tp.weights])
         self.actions = _segments([("action." + a.name, a.type.shape, "float32") for a in tp.actions])
         self.traced_actions = _segments([(s.column, s.shape, s.dtype) for s in self.actions],
                                         self.obs_size + sum(s.size for s in self.values))
+        # every column in table order: obs, latents, weights, means, actions
+        self._table = self.obs + latents + self.weights + means + self.actions
 
         # (name, start, size, shape) of the obs and of the actions in the untraced and
         # traced rows, computed once (a Segment's size is an np.prod)
@@ -162,7 +168,7 @@ class TraceLayout:
                  **{"mean." + a.name: a for a in tp.actions}, **{"action." + a.name: a for a in tp.actions}}
         fields = {"obs." + f.name: f for f in self.schema.obs}
         body = []
-        for s in self.obs + self.values + self.actions:
+        for s in self._table:
             d, f = decls.get(s.column), fields.get(s.column)
             doc = getattr(d, "doc", None) or getattr(f, "doc", None)
             lo, hi = getattr(d, "lo", -np.inf), getattr(d, "hi", np.inf)
@@ -172,11 +178,18 @@ class TraceLayout:
                                    getattr(f, "units", None)))
         return step_columns(body)
 
-    def unpack(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """(T, D) packed rows of one episode -> columns obs.*, latent.*, weight.*, mean.*, action.*."""
+    def unpack(self, rows: np.ndarray, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """(T, D) packed rows of one episode and the constrained `weights` (name -> value) ->
+        columns obs.*, latent.*, weight.*, mean.*, action.* (each (T, *shape), in table order)."""
         t = rows.shape[0]
         out = {}
-        for s in self.obs + self.values + self.traced_actions:
+        in_row = {s.column: s for s in self.obs + self.values + self.traced_actions}
+        for s in self._table:
+            if s.column.startswith("weight."):
+                w = np.asarray(weights[s.column[len("weight."):]], np.float32).reshape(s.shape)
+                out[s.column] = np.ascontiguousarray(np.broadcast_to(w, (t,) + s.shape))
+                continue
+            s = in_row[s.column]
             v = rows[:, s.start:s.start + s.size].reshape((t,) + s.shape)
             out[s.column] = v.astype(bool) if s.dtype == "bool" else np.ascontiguousarray(v)
         return out
@@ -200,16 +213,17 @@ def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable
             actions, _ = policy.sample(params, obs, jax.random.fold_in(jax.random.fold_in(base, seed), step))
         parts = [actions[a.name] for a in tp.actions]
         if config.trace:
-            weights = policy.constrain(params)
-            parts = ([flat] + [latents[x.name] for x in tp.latents] + [weights[w.name] for w in tp.weights]
-                     + [mean[a.name] for a in tp.actions] + parts)
+            parts = [flat] + [latents[x.name] for x in tp.latents] + [mean[a.name] for a in tp.actions] + parts
         return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts])
 
     return jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0)))
 
 
 class _Slots:
-    """Per-environment bookkeeping of the running episodes."""
+    """Per-environment bookkeeping of the running episodes. Traced, each vector step's
+    packed output, rewards and ends are kept once for all slots (`history`, one append per
+    step rather than three per env); a finished episode takes its slot's rows from the
+    steps it ran, which are consecutive, and the steps no running episode needs are dropped."""
 
     def __init__(self, n: int, trace: bool):
         self.episode = np.full(n, -1, np.int64)  # -1: idle (no episode left to run)
@@ -217,36 +231,40 @@ class _Slots:
         self.steps = np.zeros(n, np.int32)
         self.returns = np.zeros(n, np.float64)
         self.trace = trace
-        self.rows: list[list] = [[] for _ in range(n)]
-        self.rewards: list[list] = [[] for _ in range(n)]
-        self.ends: list[list] = [[] for _ in range(n)]
+        self.history: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.dropped = 0                   # vector steps dropped from the front of `history`
+        self.first = np.zeros(n, np.int64)  # the vector step each slot's episode started at
 
     def start(self, i: int, index: int, seed: int) -> None:
         self.episode[i], self.seed[i] = index, seed
         self.steps[i], self.returns[i] = 0, 0.0
-        self.rows[i], self.rewards[i], self.ends[i] = [], [], []
+        self.first[i] = self.dropped + len(self.history)
 
     def record(self, out: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
         active = self.episode >= 0
         self.returns += np.where(active, reward, 0.0)
         self.steps += 1
         if self.trace:
-            for i in np.flatnonzero(active):
-                self.rows[i].append(out[i])
-                self.rewards[i].append(reward[i])
-                self.ends[i].append((terminated[i], truncated[i]))
+            self.history.append((out, reward, terminated, truncated))
 
-    def finish(self, i: int, layout: TraceLayout) -> Episode:
+    def finish(self, i: int, layout: TraceLayout, weights: Optional[dict] = None) -> Episode:
         index, seed, length = int(self.episode[i]), int(self.seed[i]), int(self.steps[i])
         columns = None
         if self.trace:
-            ends = np.asarray(self.ends[i], bool).reshape(length, 2)
+            at = int(self.first[i]) - self.dropped
+            steps = self.history[at:at + length]
             columns = {"episode": np.full(length, index, np.int32), "step": np.arange(length, dtype=np.int32),
                        "seed": np.full(length, seed, np.int64),
-                       **layout.unpack(np.stack(self.rows[i])),
-                       "reward": np.asarray(self.rewards[i], np.float32),
-                       "terminated": ends[:, 0], "truncated": ends[:, 1]}
+                       **layout.unpack(np.stack([h[0][i] for h in steps]), weights),
+                       "reward": np.array([h[1][i] for h in steps], np.float32),
+                       "terminated": np.array([h[2][i] for h in steps], bool),
+                       "truncated": np.array([h[3][i] for h in steps], bool)}
         self.episode[i] = -1
+        if self.trace:  # drop the steps before every running episode's first
+            running = self.first[self.episode >= 0]
+            keep = int(running.min()) if len(running) else self.dropped + len(self.history)
+            del self.history[:keep - self.dropped]
+            self.dropped = keep
         return Episode(index, seed, float(self.returns[i]), length, columns)
 
 
@@ -265,6 +283,11 @@ class Rollout:
         self.step_fn = make_step_fn(policy, self.layout, config)
         self.n = max(1, config.n_envs)
         self._envs = None
+        self._constrain = None
+        if config.trace:  # the weights' columns: constrained once per run
+            import jax
+
+            self._constrain = jax.jit(policy.constrain)
 
     def run(self, params, seeds: Sequence[int], on_episode: Optional[Callable[[Episode], None]] = None,
             on_steps: Optional[Callable[[int], None]] = None) -> RolloutResult:
@@ -279,9 +302,12 @@ class Rollout:
         if self._envs is None:
             asynchronous = bool(self.config.asynchronous)
             self._envs = make_packed_env(self.spec, self.n, asynchronous, self.layout.obs_fields)
+        weights = None
+        if self._constrain is not None:
+            weights = {k: np.asarray(v, np.float32) for k, v in self._constrain(params).items()}
         try:
             return _run(self._envs, self.n, seeds, self.layout, partial(self.step_fn, params), self.config,
-                        on_episode, on_steps)
+                        on_episode, on_steps, weights)
         except BaseException:
             self._envs.close(terminate=True)  # interrupted: do not wait for worker processes to finish a step
             self._envs = None
@@ -310,7 +336,7 @@ def rollout(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConf
 
 def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: RolloutConfig,
          on_episode: Optional[Callable[[Episode], None]],
-         on_steps: Optional[Callable[[int], None]] = None) -> RolloutResult:
+         on_steps: Optional[Callable[[int], None]] = None, weights: Optional[dict] = None) -> RolloutResult:
     slots = _Slots(n, config.trace)
     queue = iter(enumerate(seeds))
     for i in range(n):
@@ -332,7 +358,7 @@ def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: R
         reset_seeds: list = [None] * n
         for i in ended:
             if slots.episode[i] >= 0:
-                ep = slots.finish(i, layout)
+                ep = slots.finish(i, layout, weights)
                 returns[ep.index], lengths[ep.index] = ep.ret, ep.length
                 pending[ep.index] = ep
             nxt = next(queue, None)

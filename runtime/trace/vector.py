@@ -81,6 +81,24 @@ def _passes_observations(env: gym.Env) -> bool:
     return True
 
 
+def _direct_limit(env: gym.Env) -> Optional[float]:
+    """The step limit of an env whose wrappers `PackedEnvs` can stand in for (polc's
+    `FiniteActions`, gymnasium's `TimeLimit` and `OrderEnforcing`, exactly those types; inf
+    without a `TimeLimit`) when its unwrapped class steps packed rows (`step_many`), else None."""
+    from ..envs.finite import FiniteActions
+
+    if not hasattr(type(env.unwrapped), "step_many"):
+        return None
+    limit = float("inf")
+    while env is not env.unwrapped:
+        if type(env) is gym.wrappers.TimeLimit:
+            limit = min(limit, env._max_episode_steps)
+        elif type(env) not in (FiniteActions, gym.wrappers.OrderEnforcing):
+            return None
+        env = env.env
+    return limit
+
+
 class PackedEnvs:
     """`n` copies of `spec`'s environment stepped in this process, their observations
     packed into one (n, O) float32 array in the order of `obs` (the trace layout's
@@ -92,8 +110,16 @@ class PackedEnvs:
     base of every array of the observation it returned (Car Racing's), laid out as
     `packed_fields`, is copied as one row; under wrappers that never read observations
     (`_PASS_THROUGH`), its `step` does not compute one at all, and the observations of
-    all such envs are computed together after the step (its class's `observe_many`). Infos are not collected (nobody reads them;
-    wrappers still see them)."""
+    all such envs are computed together after the step (its class's `observe_many`).
+    Infos are not collected (nobody reads them; wrappers still see them).
+
+    Those envs are also stepped together, past their wrappers, when the wrappers are
+    only `FiniteActions`, `TimeLimit` and `OrderEnforcing` and the class can take packed
+    rows (`step_many`, which makes every env's raw action at once): then this class does
+    the wrappers' work for all of them at once, by the same rules (a non-finite action
+    raises `NonFiniteAction` with the step and seed `FiniteActions` would name, an episode
+    is truncated at the `TimeLimit`'s step, no step before a reset). Resets still go
+    through the wrappers."""
 
     def __init__(self, spec: Any, n: int, obs: Fields):
         self.envs = [spec.make() for _ in range(n)]
@@ -110,6 +136,16 @@ class PackedEnvs:
         self._batch_envs = [self.envs[i].unwrapped for i in batch]
         for u in self._batch_envs:
             u.defer_observation = True
+        limits = [_direct_limit(self.envs[i]) for i in batch]
+        # stepped together past their wrappers (`step_many`), or each through its wrappers
+        self._direct = bool(batch) and all(limit is not None for limit in limits)
+        self._limit = np.array(limits if self._direct else [], np.float64)
+        self._wrapped = [i for i in range(n) if not self._direct or i not in set(batch)]
+        # the batch's rows of an (n, ...) array: all of it (a view, not a copy) when the batch is every env
+        self._rows_of = slice(None) if batch == list(range(n)) else self._batch
+        self._elapsed = np.zeros(n, np.int64)  # steps since each env's reset
+        self._seeds: list[Optional[int]] = [None] * n
+        self._was_reset = np.zeros(n, bool)
         self._rows = np.zeros((n, self.obs_size), np.float32)
         self._done = np.zeros(n, bool)
 
@@ -135,6 +171,7 @@ class PackedEnvs:
                 obs, _ = env.reset(seed=seeds[i], options=None if mask is None else {})
                 self._put(rows, i, obs)
                 self._done[i] = False
+                self._elapsed[i], self._seeds[i], self._was_reset[i] = 0, seeds[i], True
         self._rows = rows
         return rows
 
@@ -147,20 +184,45 @@ class PackedEnvs:
         rows = np.empty_like(self._rows)
         rewards = np.zeros(self.n)
         terminated, truncated = np.zeros(self.n, bool), np.zeros(self.n, bool)
-        for i, env in enumerate(self.envs):
-            obs, rewards[i], terminated[i], truncated[i], _ = env.step(_row_actions(actions[i], fields))
+        for i in self._wrapped:
+            obs, rewards[i], terminated[i], truncated[i], _ = self.envs[i].step(_row_actions(actions[i], fields))
             if obs is not None:  # None: deferred, computed with the batch below
                 self._put(rows, i, obs)
+        b = self._rows_of
+        if self._direct:
+            rewards[b], terminated[b], truncated[b] = self._step_direct(actions[b], fields)
         if self._batch_envs:
-            rows[self._batch] = type(self._batch_envs[0]).observe_many(self._batch_envs)
+            rows[b] = type(self._batch_envs[0]).observe_many(self._batch_envs)
         self._done = terminated | truncated
         self._rows = rows
         return rows, rewards, terminated, truncated
+
+    def _step_direct(self, actions: np.ndarray, fields: Fields) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The batch's envs stepped past their wrappers, doing the wrappers' work."""
+        b, at = self._rows_of, self._batch
+        if not self._was_reset[b].all():  # `OrderEnforcing`'s rule and message
+            raise gym.error.ResetNeeded("Cannot call env.step() before calling env.reset()")
+        finite = np.isfinite(actions[:, _columns(fields)]).all(axis=1)
+        if not finite.all():  # `FiniteActions`' message, for the first env with a bad action
+            from ..envs.finite import verify_finite
+
+            j = int(np.argmin(finite))
+            verify_finite(_row_actions(actions[j], fields), int(self._elapsed[at[j]]), self._seeds[at[j]])
+        rewards, terminated, truncated = type(self._batch_envs[0]).step_many(self._batch_envs, actions, fields)
+        self._elapsed[b] += 1
+        truncated |= self._elapsed[b] >= self._limit  # `TimeLimit`'s rule
+        return rewards, terminated, truncated
 
     def close(self, terminate: bool = False) -> None:
         for env in self.envs:
             env.close()
         self.envs = []
+
+
+@functools.lru_cache(maxsize=16)
+def _columns(fields: Fields) -> np.ndarray:
+    """Every column of a packed row that holds an action laid out as `fields`."""
+    return np.concatenate([np.arange(start, start + size) for _, start, size, _ in fields]).astype(np.intp)
 
 
 class GymPacked:
