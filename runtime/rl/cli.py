@@ -317,8 +317,9 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add `polc rl` to the `polc` subcommands."""
-    c = sub.add_parser("rl", help="reinforcement learning from fitted params (the paper's objective)")
-    c.add_argument("file", help="the .pol policy (every action must declare noise)")
+    c = sub.add_parser("rl", help="reinforcement learning from fitted params (the paper's objective, or evolution "
+                                  "strategies on the mean actions)")
+    c.add_argument("file", help="the .pol policy (the polc engine needs noise on every action; es does not)")
     c.add_argument("--params", help="params to start from, e.g. from polc fit (default: the declared weights)")
     c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
     c.add_argument("--engine", choices=("polc", "es", "brax"), default="polc",
