@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...trace.rollout import Rollout, RolloutConfig, RolloutResult, TraceLayout
+from ..collect import unflatten
 
 
 class SearchSpace:
@@ -55,11 +56,10 @@ def population_step(policy, layout: TraceLayout, space: SearchSpace) -> Callable
     import jax.numpy as jnp
 
     tp = policy.program
-    offsets = {s.column[len("obs."):]: s for s in layout.obs}
+    obs_names = [o.name for o in tp.obs]
 
     def one(row, flat, seed, step):
-        obs = {o.name: flat[offsets[o.name].start:offsets[o.name].start + offsets[o.name].size]
-               .reshape(o.type.shape) for o in tp.obs}
+        obs = unflatten(flat, layout.obs, obs_names)  # as the paper's learner's collector unpacks them
         mean, _, _ = policy.distribution(space.params(row), obs)
         return jnp.concatenate([jnp.ravel(jnp.asarray(mean[a.name], jnp.float32)) for a in tp.actions])
 
