@@ -68,7 +68,7 @@ ENGINE_FLAGS = (
 )
 # polc-engine override -> BraxConfig field, for the settings both engines share.
 SHARED = {"seed": "seed", "lr": "learning_rate", "gamma": "discounting", "clip": "clipping_epsilon"}
-# The es engine's settings (flag dest -> ESConfig field).
+# The flags the es engine reads (each dest is the ESConfig field of that name).
 ES_SETTINGS = ("seed", "lr", "keep", "val_episodes", "val_every", "population", "sigma")
 
 

@@ -159,7 +159,7 @@ class Run:
                                  f"continue it or choose another output directory")
             state, meta = resumed(self.directory, state, meta, self.config,
                                   check_start=bool(start and start.get("file")), error=self.error)
-        state = start_keep_best(self.validator, state, meta, getattr(self.config, "val_actions", "mean"))
+        state = start_keep_best(self.validator, state, meta, self.config.val_actions)
         return state, meta
 
     def after_update(self, state: ckpt.TrainState, meta: dict, record: dict, since: float, bar: "Bar",
