@@ -1,17 +1,17 @@
 """The untyped syntax tree of a Pol program, as the parser builds it.
 
-Every node is a frozen dataclass carrying the `Span` of source text it came
+Every node is a frozen dataclass (`record`) carrying the `Span` of source text it came
 from; nothing here knows what a name means or what shape a value has (that is
 `check`'s job, which builds the separate typed tree in `typed.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .record import record
 from typing import Optional, Union
 
 
-@dataclass(frozen=True)
+@record
 class Span:
     """A region of one source file. Lines and columns are 1-based; the end is
     exclusive in columns (`end_column` is one past the last character)."""
@@ -30,33 +30,33 @@ class Span:
 # ---- expressions -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Number:
     value: float
     text: str  # as written, so `polc fmt` keeps `0.10` as `0.10`
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class BoolLit:
     value: bool
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Name:
     id: str
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Unary:
     op: str  # "-", "+", "not"
     operand: "Expr"
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Binary:
     op: str  # + - * / ^ == != < <= > >= and or
     left: "Expr"
@@ -65,7 +65,7 @@ class Binary:
     op_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class IfElse:
     cond: "Expr"
     then: "Expr"
@@ -73,7 +73,7 @@ class IfElse:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Kwarg:
     name: str
     value: "Expr"
@@ -81,7 +81,7 @@ class Kwarg:
     name_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Call:
     func: str
     args: tuple["Expr", ...]
@@ -90,7 +90,7 @@ class Call:
     func_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class At:
     """One index position: `x[i]`."""
 
@@ -98,7 +98,7 @@ class At:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Slice:
     """One slice position: `x[a:b]`, either end optional."""
 
@@ -107,14 +107,14 @@ class Slice:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Subscript:
     base: "Expr"
     items: tuple[Union[At, Slice], ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Vector:
     items: tuple["Expr", ...]
     span: Span
@@ -126,21 +126,21 @@ Expr = Union[Number, BoolLit, Name, Unary, Binary, IfElse, Call, Subscript, Vect
 # ---- types, ranges, noise ----------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class TypeSpec:
     base: str  # "real" or "bool"
     dims: tuple[Union[int, "Name"], ...]  # a number, or the name of a `const`
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Bound:
     value: float  # may be +-inf
     text: str
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Range:
     """`in [lo, hi]`, `>= lo` or `<= hi`; a missing end is None."""
 
@@ -149,7 +149,7 @@ class Range:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class ElemRange:
     """One part of an observation's `{...}` block: `[2:6] in [0, 3] "wheel speeds"`, the range of
     the elements the index or slice selects."""
@@ -160,7 +160,7 @@ class ElemRange:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Noise:
     dist: str  # the name written after `~`, e.g. "normal"
     args: tuple[Expr, ...]
@@ -169,7 +169,7 @@ class Noise:
     dist_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Prior:
     """A weight's prior, `~ family(args)` after its initial value: the family and
     its arguments as written (`check` decides what they mean)."""
@@ -184,7 +184,7 @@ class Prior:
 # ---- declarations -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class PolicyDecl:
     name: str
     doc: Optional[str]
@@ -192,7 +192,7 @@ class PolicyDecl:
     name_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class ObsDecl:
     name: str
     type: TypeSpec
@@ -203,7 +203,7 @@ class ObsDecl:
     parts: tuple[ElemRange, ...] = ()  # ranges of parts of a vector: `{[0] in [0, 1.5], ...}`
 
 
-@dataclass(frozen=True)
+@record
 class WeightDecl:
     name: str
     type: TypeSpec
@@ -215,7 +215,7 @@ class WeightDecl:
     prior: Optional[Prior] = None
 
 
-@dataclass(frozen=True)
+@record
 class LatentDecl:
     name: str
     type: Optional[TypeSpec]
@@ -225,7 +225,7 @@ class LatentDecl:
     name_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class ActionDecl:
     name: str
     type: TypeSpec
@@ -237,7 +237,7 @@ class ActionDecl:
     name_span: Span
 
 
-@dataclass(frozen=True)
+@record
 class MonoClaim:
     """`expect target increasing in var`."""
 
@@ -247,7 +247,7 @@ class MonoClaim:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class RangeClaim:
     """`expect target >= b`, `> b`, `<= b`, `< b`, or `in [lo, hi]`."""
 
@@ -258,14 +258,14 @@ class RangeClaim:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class ExpectDecl:
     claim: Union[MonoClaim, RangeClaim]
     doc: Optional[str]
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class ConstDecl:
     """`const NAME = EXPR`: a named number, known before any evaluation."""
 
@@ -279,13 +279,13 @@ class ConstDecl:
 Decl = Union[PolicyDecl, ObsDecl, WeightDecl, LatentDecl, ActionDecl, ExpectDecl, ConstDecl]
 
 
-@dataclass(frozen=True)
+@record
 class Comment:
     text: str  # including the leading '#'
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Program:
     decls: tuple[Decl, ...]
     comments: tuple[Comment, ...]

@@ -26,7 +26,7 @@ Broadcasting follows NumPy. Bools are never silently converted to reals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .record import record
 from typing import Optional, Union
 
 from .ast import Span
@@ -45,7 +45,7 @@ GUARDS = ("isfinite", "nan_to_num")
 ACTIVATIONS = ("tanh", "relu")
 
 
-@dataclass(frozen=True)
+@record
 class Type:
     base: str  # REAL or BOOL
     shape: tuple[int, ...] = ()
@@ -65,14 +65,14 @@ class Type:
         return self.base + ("" if not self.shape else "[" + ", ".join(map(str, self.shape)) + "]")
 
 
-@dataclass(frozen=True)
+@record
 class Const:
     value: Union[float, bool, tuple]
     type: Type
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Ref:
     name: str
     kind: str  # "obs", "weight", "latent", "action"
@@ -80,7 +80,7 @@ class Ref:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Unary:
     op: str  # "neg" or "not"
     x: "TExpr"
@@ -88,7 +88,7 @@ class Unary:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Binary:
     op: str
     l: "TExpr"
@@ -97,7 +97,7 @@ class Binary:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Select:
     cond: "TExpr"
     a: "TExpr"
@@ -106,7 +106,7 @@ class Select:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Apply:
     fn: str
     args: tuple["TExpr", ...]
@@ -114,7 +114,7 @@ class Apply:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Reduce:
     fn: str
     x: "TExpr"
@@ -123,7 +123,7 @@ class Reduce:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Index:
     x: "TExpr"
     items: tuple[Union[int, tuple[int, int]], ...]  # non-negative ints / (start, stop) slices, normalised
@@ -131,14 +131,14 @@ class Index:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Stack:
     items: tuple["TExpr", ...]
     type: Type
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Mlp:
     key: str  # "<decl>.mlp", or "<decl>.mlp<k>" for the k-th (k >= 1) in one declaration: never a Pol name
     inputs: tuple["TExpr", ...]
@@ -162,7 +162,7 @@ BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "==": 
 # ---- declarations -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Obs:
     name: str
     type: Type
@@ -175,7 +175,7 @@ class Obs:
     bounds: Optional[tuple[tuple[float, ...], tuple[float, ...]]] = None
 
 
-@dataclass(frozen=True)
+@record
 class Constant:
     """`const NAME = EXPR`: its value, folded by the checker (every use reads it as a `Const`)."""
 
@@ -186,7 +186,7 @@ class Constant:
     type: Type = Type(REAL)
 
 
-@dataclass(frozen=True)
+@record
 class Prior:
     """A weight's prior: a family of `priors.FAMILIES` and its arguments in that
     family's positional order, one scalar prior for every element of the weight."""
@@ -199,7 +199,7 @@ class Prior:
         return self.family + "(" + ", ".join(f"{a:g}" for a in self.args) + ")"
 
 
-@dataclass(frozen=True)
+@record
 class Weight:
     """A trainable weight. `lo`/`hi` are its constraint (+-inf when open);
     `init` is the constrained initial value as nested tuples of floats of `type.shape`;
@@ -215,7 +215,7 @@ class Weight:
     prior: Optional[Prior] = None
 
 
-@dataclass(frozen=True)
+@record
 class Latent:
     name: str
     type: Type
@@ -224,7 +224,7 @@ class Latent:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class Action:
     """`expr` is the mean; the lowering clips it to [lo, hi]. `std` is the
     Gaussian noise std (an expression of the same shape or broadcastable), or None."""
@@ -239,7 +239,7 @@ class Action:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class MonoIntent:
     target: str
     direction: str  # "increasing" or "decreasing"
@@ -248,7 +248,7 @@ class MonoIntent:
     span: Span
 
 
-@dataclass(frozen=True)
+@record
 class RangeIntent:
     target: str
     lo: float  # -inf when unbounded
@@ -262,7 +262,7 @@ class RangeIntent:
 Intent = Union[MonoIntent, RangeIntent]
 
 
-@dataclass(frozen=True)
+@record
 class TypedProgram:
     """A checked program. `nodes` lists latents and actions in an order where
     every node comes after everything it reads (a topological order)."""
