@@ -8,7 +8,6 @@ The constructors for every kind of diagnostic live in `errors.py`.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -131,6 +130,8 @@ def to_json(diag: Diagnostic) -> dict:
 
 
 def dumps(diags: Sequence[Diagnostic]) -> str:
+    import json  # only for --format json: `polc check` imports it otherwise never
+
     return json.dumps([to_json(d) for d in diags], indent=2)
 
 

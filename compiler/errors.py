@@ -9,7 +9,6 @@ marks a warning. `docs/language.md` lists them all.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from typing import Iterable, Optional, Sequence
@@ -28,8 +27,15 @@ def _warn(code: str, phase: str, span: Optional[Span], message: str, hint: Optio
     return Diagnostic("warning", code, phase, span, message, hint, tuple(notes))
 
 
+def _close_matches(name: str, candidates: Iterable[str], n: int, cutoff: float) -> list[str]:
+    # difflib only on the way to an error: a valid program's `polc check` never imports it.
+    import difflib
+
+    return difflib.get_close_matches(name, list(candidates), n=n, cutoff=cutoff)
+
+
 def closest(name: str, candidates: Iterable[str]) -> Optional[str]:
-    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    found = _close_matches(name, candidates, n=1, cutoff=0.6)
     return found[0] if found else None
 
 
@@ -140,6 +146,8 @@ def _typo_of(name: str, near: str) -> bool:
     if len(a) != len(b):  # a word added or dropped: `k_gas`, `gas_max`
         return False
     differing = [(x, y) for x, y in zip(a, b) if x != y]
+    import difflib
+
     return all(min(len(x), len(y)) <= 1 or difflib.SequenceMatcher(None, x, y).ratio() >= 0.6
                for x, y in differing)
 
@@ -148,7 +156,7 @@ def undefined_name(span: Span, name: str, candidates, prefer: Sequence[str] = ()
     """`candidates` maps each declared name to its kind ("obs", "weight", "latent", "action");
     a suggestion of a kind in `prefer` (what fits where the name is used) wins over others."""
     kinds = dict(candidates) if hasattr(candidates, "items") else {c: "" for c in candidates}
-    close = [c for c in difflib.get_close_matches(name, list(kinds), n=5, cutoff=0.6) if _typo_of(name, c)]
+    close = [c for c in _close_matches(name, kinds, n=5, cutoff=0.6) if _typo_of(name, c)]
     if prefer:
         close.sort(key=lambda c: kinds[c] not in prefer)  # stable: closest first within each group
     near = close[0] if close else None
@@ -227,7 +235,7 @@ def unknown_function(span: Span, name: str, known: Iterable[str]) -> Diagnostic:
     if name in _FUNCTION_ADVICE:
         return _err("E0106", "Semantic", span, msg, _FUNCTION_ADVICE[name])
     # A stricter cutoff than for names: `softmax` is not `softplus`.
-    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    near = _close_matches(name, known, n=1, cutoff=0.75)
     if near:
         return _err("E0106", "Semantic", span, msg + f' Did you mean "{near[0]}"?',
                     f'Did you mean "{near[0]}"? ' + listing)

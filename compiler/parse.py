@@ -524,11 +524,9 @@ def _standalone():
     """(the standalone parser's table, its lexer, its rules with their plans, the module), or None
     when the generated module is not of the grammar shipped beside it (pol.lark edited, the
     parser not yet regenerated): then lark's full parser parses everything, slower, never wrong."""
-    import hashlib
-
     from .grammar import pol_parser
 
-    if getattr(pol_parser, "POLC_GRAMMAR_SHA256", None) != hashlib.sha256(_grammar_bytes()).hexdigest():
+    if getattr(pol_parser, "POLC_GRAMMAR", None) != _grammar_bytes().decode("utf-8"):
         return None
     table, lexer = _table_and_lexer(pol_parser)
     # The table's own Rule objects as keys: a lookup by identity, not by Rule.__eq__.
