@@ -38,7 +38,7 @@ test: setup system-deps
 test-fast: setup
 	POLC_TESTS=fast $(PY) -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=15
 
-# grammar/pol_parser.py, the standalone parser `polc check` uses, regenerated from
+# grammar/pol_tables.py, the LALR tables `polc check` parses with, regenerated from
 # grammar/pol.lark (the one source of the syntax) after every edit of it.
 .PHONY: parser
 parser: setup

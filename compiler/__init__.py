@@ -8,10 +8,11 @@
 Phases, each a module, imports only going forward:
     parse -> check -> analyze -> lower (and emit, fmt, graph as back ends).
 
-The modules by phase (stanc3 keeps these as folders; at 23 modules, none over 600
+The modules by phase (stanc3 keeps these as folders; at 35 modules, none over 600
 lines, one flat package with the phase in the entry module's name reads as well
 and keeps the names users import short, `polc.typed`, `polc.intervals`):
-    front end   ast, parse, syntax_errors, check, check_expr, consts, elements, typed, errors
+    front end   ast, parse (with lalr, the LALR driver over grammar/pol_tables.py), syntax_errors, check,
+                check_expr, consts, elements, typed, errors; record (the frozen dataclass of ast and typed)
     analysis    analyze (the entry), abstract, intervals (with element_rules, one element's
                 ranges, and floats, small arrays in plain Python), directions, rational, deps,
                 counterexample

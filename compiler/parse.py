@@ -1,15 +1,15 @@
 """Phase 1: text -> untyped AST (`ast.Program`).
 
 The grammar is `grammar/pol.lark`; `_Builder` only builds nodes, one method per
-rule. Valid text is parsed by `polc.grammar.pol_parser`, the standalone LALR
-parser lark's tool generates from the grammar (`python -m polc.grammar.regen`),
-driven with callbacks that build the AST while parsing: no parse tree, no
-lark import (`polc check` starts faster by what importing lark costs). Text that
+rule. Valid text is parsed by `polc.lalr` over the LALR tables lark computes
+from the grammar at build time (`grammar/pol_tables.py`, `python -m
+polc.grammar.regen`), with callbacks that build the AST while parsing: no parse
+tree, no lark import (`polc check` starts faster by what importing lark costs). Text that
 fails there is parsed again by lark's full parser, the tree transformed as lark
 does it: syntax errors become located diagnostics whose sentence comes from an
 example table (`SYNTAX_EXAMPLES`) matched by parser state, as lark does for its
 own grammar language (see `syntax_errors.py`), and every other failure is what
-that path raises. The two paths build equal ASTs (tests/test_parser_standalone.py).
+that path raises. The two paths build equal ASTs (tests/test_parser_paths.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Optional
 
-from . import ast, errors
+from . import ast, errors, lalr
 from .diagnostics import PolError, ice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,8 +83,9 @@ def _unescape(s: str) -> str:
 class _Builder:
     """Builds `ast` nodes from a rule's children; no meaning is decided here. Every rule method
     takes `(meta, children)`, as under lark's `v_args(meta=True)`: `meta` has the rule's `line`,
-    `column`, `end_line` and `end_column`, the children are tokens, built values and `None` for
-    an absent `[optional]` part."""
+    `column`, `end_line` and `end_column`, the children are tokens (lark's, or `lalr.Token`s on
+    the fast path: read through `.value`, `.type` and their positions), built values and `None`
+    for an absent `[optional]` part."""
 
     def __init__(self, file: str):
         self.file = file
@@ -98,11 +99,11 @@ class _Builder:
 
     def policy_decl(self, meta, c):
         name, doc = c
-        return ast.PolicyDecl(str(name), doc, self._s(meta), _tspan(self.file, name))
+        return ast.PolicyDecl(name.value, doc, self._s(meta), _tspan(self.file, name))
 
     def obs_decl(self, meta, c):
         name, typ, rng, parts, doc = c
-        return ast.ObsDecl(str(name), typ, rng, doc, self._s(meta), _tspan(self.file, name), parts or ())
+        return ast.ObsDecl(name.value, typ, rng, doc, self._s(meta), _tspan(self.file, name), parts or ())
 
     def elem_ranges(self, meta, c):
         return tuple(c)
@@ -113,51 +114,51 @@ class _Builder:
 
     def const_decl(self, meta, c):
         name, expr, doc = c
-        return ast.ConstDecl(str(name), expr, doc, self._s(meta), _tspan(self.file, name))
+        return ast.ConstDecl(name.value, expr, doc, self._s(meta), _tspan(self.file, name))
 
     def weight_decl(self, meta, c):
         name, typ, rng, init, prior, doc = c
-        return ast.WeightDecl(str(name), typ, rng, init, doc, self._s(meta), _tspan(self.file, name), prior)
+        return ast.WeightDecl(name.value, typ, rng, init, doc, self._s(meta), _tspan(self.file, name), prior)
 
     def latent_decl(self, meta, c):
         name, typ, expr, doc = c
-        return ast.LatentDecl(str(name), typ, expr, doc, self._s(meta), _tspan(self.file, name))
+        return ast.LatentDecl(name.value, typ, expr, doc, self._s(meta), _tspan(self.file, name))
 
     def action_decl(self, meta, c):
         name, typ, rng, expr, noise, doc = c
-        return ast.ActionDecl(str(name), typ, rng, expr, noise, doc, self._s(meta), _tspan(self.file, name))
+        return ast.ActionDecl(name.value, typ, rng, expr, noise, doc, self._s(meta), _tspan(self.file, name))
 
     def expect_decl(self, meta, c):
         claim, doc = c
         return ast.ExpectDecl(claim, doc, self._s(meta))
 
     def doc(self, meta, c):
-        return _unescape(str(c[0]))
+        return _unescape(c[0].value)
 
     # types, ranges, noise
     def type(self, meta, c):
         base, dims = c
-        return ast.TypeSpec(str(base), dims or (), self._s(meta))
+        return ast.TypeSpec(base.value, dims or (), self._s(meta))
 
     def dims(self, meta, c):
         if len(c) > MAX_NDIM:
             raise PolError([errors.limit_exceeded(self._s(meta), f"This type has {len(c)} dimensions",
                                                   f"{MAX_NDIM} dimensions")])
         for t in c:  # int() of a 4,301-digit literal raises; any dimension this long is too large anyway
-            if t.type == "INT" and len(t.lstrip("0")) > 9:
-                raise PolError([errors.limit_exceeded(_tspan(self.file, t), f"This dimension has {len(t)} digits",
+            if t.type == "INT" and len(t.value.lstrip("0")) > 9:
+                raise PolError([errors.limit_exceeded(_tspan(self.file, t), f"This dimension has {len(t.value)} digits",
                                                       "65536 elements per value")])
-        return tuple(int(t) if t.type == "INT" else ast.Name(str(t), _tspan(self.file, t)) for t in c)
+        return tuple(int(t.value) if t.type == "INT" else ast.Name(t.value, _tspan(self.file, t)) for t in c)
 
     def dim(self, meta, c):
         return c[0]
 
     def bound(self, meta, c):
         sign, tok = c
-        value = float("inf") if tok.type == "INF" else float(tok)
-        if sign is not None and str(sign) == "-":
+        value = float("inf") if tok.type == "INF" else float(tok.value)
+        if sign is not None and sign.value == "-":
             value = -value
-        text = (str(sign) if sign is not None else "") + str(tok)
+        text = (sign.value if sign is not None else "") + tok.value
         return ast.Bound(value, text, self._s(meta))
 
     def range_in(self, meta, c):
@@ -172,27 +173,27 @@ class _Builder:
     def noise(self, meta, c):
         name, args = c
         pos, kw = args if args is not None else ((), ())
-        return ast.Noise(str(name), pos, kw, self._s(meta), _tspan(self.file, name))
+        return ast.Noise(name.value, pos, kw, self._s(meta), _tspan(self.file, name))
 
     def prior(self, meta, c):
         name, args = c
         pos, kw = args if args is not None else ((), ())
-        return ast.Prior(str(name), pos, kw, self._s(meta), _tspan(self.file, name))
+        return ast.Prior(name.value, pos, kw, self._s(meta), _tspan(self.file, name))
 
     # intents
     def claim_mono(self, meta, c):
         target, direction, var = c
-        return ast.MonoClaim(ast.Name(str(target), _tspan(self.file, target)), str(direction),
-                             ast.Name(str(var), _tspan(self.file, var)), self._s(meta))
+        return ast.MonoClaim(ast.Name(target.value, _tspan(self.file, target)), direction.value,
+                             ast.Name(var.value, _tspan(self.file, var)), self._s(meta))
 
     def claim_cmp(self, meta, c):
         target, op, bound = c
-        lo, hi = (bound, None) if str(op) in (">=", ">") else (None, bound)
-        return ast.RangeClaim(ast.Name(str(target), _tspan(self.file, target)), str(op), lo, hi, self._s(meta))
+        lo, hi = (bound, None) if op.value in (">=", ">") else (None, bound)
+        return ast.RangeClaim(ast.Name(target.value, _tspan(self.file, target)), op.value, lo, hi, self._s(meta))
 
     def claim_in(self, meta, c):
         target, lo, hi = c
-        return ast.RangeClaim(ast.Name(str(target), _tspan(self.file, target)), "in", lo, hi, self._s(meta))
+        return ast.RangeClaim(ast.Name(target.value, _tspan(self.file, target)), "in", lo, hi, self._s(meta))
 
     # expressions
     def ifelse(self, meta, c):
@@ -212,10 +213,10 @@ class _Builder:
         return ast.Unary("not", c[0], self._s(meta))
 
     def compare(self, meta, c):
-        return self._bin(meta, str(c[1]), c[0], c[2], _tspan(self.file, c[1]))
+        return self._bin(meta, c[1].value, c[0], c[2], _tspan(self.file, c[1]))
 
     def binary(self, meta, c):
-        return self._bin(meta, str(c[1]), c[0], c[2], _tspan(self.file, c[1]))
+        return self._bin(meta, c[1].value, c[0], c[2], _tspan(self.file, c[1]))
 
     def pow(self, meta, c):
         return self._bin(meta, "^", c[0], c[1])
@@ -236,7 +237,7 @@ class _Builder:
         return ast.Slice(c[0], c[1], self._s(meta))
 
     def number(self, meta, c):
-        return ast.Number(float(c[0]), str(c[0]), self._s(meta))
+        return ast.Number(float(c[0].value), c[0].value, self._s(meta))
 
     def true(self, meta, c):
         return ast.BoolLit(True, self._s(meta))
@@ -245,12 +246,12 @@ class _Builder:
         return ast.BoolLit(False, self._s(meta))
 
     def name(self, meta, c):
-        return ast.Name(str(c[0]), self._s(meta))
+        return ast.Name(c[0].value, self._s(meta))
 
     def call(self, meta, c):
         name, args = c
         pos, kw = args if args is not None else ((), ())
-        return ast.Call(str(name), pos, kw, self._s(meta), _tspan(self.file, name))
+        return ast.Call(name.value, pos, kw, self._s(meta), _tspan(self.file, name))
 
     def vector(self, meta, c):
         return ast.Vector(tuple(x for x in c if x is not None), self._s(meta))
@@ -273,7 +274,7 @@ class _Builder:
 
     def kwarg(self, meta, c):
         name, value = c
-        return ast.Kwarg(str(name), value, self._s(meta), _tspan(self.file, name))
+        return ast.Kwarg(name.value, value, self._s(meta), _tspan(self.file, name))
 
 
 
@@ -418,7 +419,7 @@ def _tree_builder() -> type:
     return TreeBuilder
 
 
-# ---- the fast path: the standalone parser, the AST built while parsing -------------------
+# ---- the fast path: polc.lalr over the generated tables, the AST built while parsing ------
 
 
 class _Node:
@@ -443,25 +444,6 @@ class _NoPosition:
 
 class _Unsupported(Exception):
     """The fast path cannot build this (a rule without a builder method): use the full path."""
-
-
-def _rule_plan(rule) -> tuple[str, bool, bool, tuple, int]:
-    """(method name, is a `_rule` whose children splice into its parent, expands a single child,
-    children to keep as (index, splice, Nones before), Nones after), as lark's ParseTreeBuilder
-    decides them (`maybe_create_child_filter`, `ExpandSingleChild`; maybe_placeholders on)."""
-    expansion, options = rule.expansion, rule.options
-    empty = options.empty_indices
-    nones = [len(run) for run in "".join(str(int(b)) for b in empty).split("0")] if empty else \
-        [0] * (len(expansion) + 1)
-    keep, pending = [], 0
-    for i, sym in enumerate(expansion):
-        pending += nones[i]
-        if options.keep_all_tokens or not (sym.is_term and sym.filter_out):
-            keep.append((i, not sym.is_term and sym.name.startswith("_"), pending))
-            pending = 0
-    name = rule.alias or options.template_source or rule.origin.name
-    return name, name.startswith("_"), bool(options.expand1 and not rule.alias), tuple(keep), \
-        pending + nones[len(expansion)]
 
 
 def _callback(plan, builder: _Builder):
@@ -520,54 +502,25 @@ def _only_child(children):
 
 
 @functools.lru_cache(maxsize=1)
-def _standalone():
-    """(the standalone parser's table, its lexer, its rules with their plans, the module), or None
-    when the generated module is not of the grammar shipped beside it (pol.lark edited, the
-    parser not yet regenerated): then lark's full parser parses everything, slower, never wrong."""
-    from .grammar import pol_parser
+def _tables() -> Optional[lalr.Tables]:
+    """The LALR tables generated from the grammar (`grammar/pol_tables.py`), or None when they
+    are not of the grammar shipped beside them (pol.lark edited, the tables not yet
+    regenerated): then lark's full parser parses everything, slower, never wrong."""
+    from .grammar import pol_tables
 
-    if getattr(pol_parser, "POLC_GRAMMAR", None) != _grammar_bytes().decode("utf-8"):
+    if getattr(pol_tables, "POLC_GRAMMAR", None) != _grammar_bytes().decode("utf-8"):
         return None
-    table, lexer = _table_and_lexer(pol_parser)
-    # The table's own Rule objects as keys: a lookup by identity, not by Rule.__eq__.
-    rules = {id(arg): arg for actions in table.states.values() for action, arg in actions.values()
-             if action == pol_parser.Reduce}
-    plans = [(rule, _rule_plan(rule)) for rule in rules.values()]
-    return table, lexer, plans, pol_parser
-
-
-def _table_and_lexer(module):
-    """The LALR table and the contextual lexer of the generated module, and nothing else.
-
-    `Lark_StandAlone()` also rebuilds the grammar's rule list, lark's tree builder and a
-    callback per rule, which polc replaces with its own reduce callbacks (`_callback`);
-    this builds the two objects polc uses from the same serialized data, with the lexer
-    settings `Lark._load` gives them for the options pol_parser.py was generated with
-    (`regen.py`: no postlexer, no lexer callbacks, the `re` module, text not bytes)."""
-    options = module.DATA["options"]
-    assert options["parser"] == "lalr" and options["lexer"] == "contextual" and options["postlex"] is None
-    assert not options["lexer_callbacks"] and not options["regex"] and not options["use_bytes"]
-    classes = {"Rule": module.Rule, "TerminalDef": module.TerminalDef}
-    memo = module.SerializeMemoizer.deserialize(module.MEMO, classes, {})
-    data = module.DATA["parser"]
-    conf = module.LexerConf.deserialize(data["lexer_conf"], memo)
-    conf.callbacks, conf.re_module, conf.use_bytes = {}, re, False
-    conf.g_regex_flags, conf.skip_validation, conf.postlex = options["g_regex_flags"], True, None
-    table = module.IntParseTable.deserialize(data["parser"], memo)
-    states = {state: list(actions) for state, actions in table.states.items()}  # as create_contextual_lexer
-    return table, module.ContextualLexer(conf, states, always_accept=())
+    return lalr.Tables(pol_tables)
 
 
 def _parse_fast(text: str, file: str) -> Optional[list]:
     """The declarations, or None where the full path must decide (an error, or an expression
     nested so deep that MAX_DEPTH may be exceeded)."""
-    if _standalone() is None:
+    tables = _tables()
+    if tables is None:
         return None
-    table, lexer, plans, module = _standalone()
     builder = _Builder(file)
-    callbacks = {rule: _callback(plan, builder) for rule, plan in plans}
-    parser = module._Parser(table, callbacks)
-    result = parser.parse(module.LexerThread.from_text(lexer, text), "start")
+    result = tables.parse(text, [_callback(plan, builder) for plan in tables.plans])
     if result.height > MAX_DEPTH:  # lark's tree would have a node MAX_DEPTH deep, or nearly
         return None
     return result.value

@@ -1,7 +1,7 @@
 """What `polc check` imports (issue 18): a check is run in a fresh interpreter, as the
 command runs it, and `sys.modules` is read afterwards. jax and pyarrow are for compiling
 and traces, lark only for reporting a syntax error (valid text goes through the
-standalone parser generated from grammar/pol.lark), and numpy only for the back ends
+LALR tables generated from grammar/pol.lark), and numpy only for the back ends
 and the counterexample search (the analysis computes with `polc.floats`); importing it
 took about a quarter of a whole check of the Car Racing example."""
 
@@ -40,8 +40,8 @@ def test_a_clean_check_imports_neither_jax_nor_pyarrow_nor_lark_nor_numpy():
     assert code == 0
     heavy = {"jax", "jaxlib", "pyarrow", "lark", "numpy"}
     assert not modules & heavy, modules & heavy
-    # Smaller, each a millisecond or two of a 0.1 s check: OpenSSL's hashes (the standalone
-    # parser's grammar is compared as text), difflib (only "did you mean" suggestions need it).
+    # Smaller, each a millisecond or two of a 0.1 s check: OpenSSL's hashes (the generated
+    # tables' grammar is compared as text), difflib (only "did you mean" suggestions need it).
     assert not modules & {"hashlib", "_hashlib", "difflib"}, modules & {"hashlib", "_hashlib", "difflib"}
 
 
