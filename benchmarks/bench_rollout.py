@@ -25,8 +25,8 @@ The policy is examples/car_racing/initial.pol with its declared weights
 792c298, before issue 18), each in its own child process pinned to the idlest core,
 interleaved `--reps` times in a rotating order, as `polc eval` and `polc rollout` run
 them: `--episodes` episodes on the first evaluation seeds, all in-process envs stepped
-together (`default_n_envs`), after a warm-up rollout of two episodes (compiles), untraced
-(eval) and traced (rollout). Per candidate: process CPU seconds per 1000 env steps, the
+together (`default_n_envs`), after a warm-up rollout on as many envs (its compile and env
+start-up are not timed), untraced (eval) and traced (rollout). Per candidate: process CPU seconds per 1000 env steps, the
 median of per-repetition ratios new / old, and whether every episode's return (float64)
 and length are identical. As in bench_rl.py, a third candidate runs this tree with the
 per-weight transforms the old trees used (`lower(..., grouped=False)`): the grouped ones
@@ -193,8 +193,12 @@ def against_worker(args) -> int:
     seeds = list(range(10_000, 10_000 + args.episodes))
     out = {}
     for traced in (False, True):
-        config = RolloutConfig(n_envs=default_n_envs(len(seeds)), trace=traced)
-        rollout(policy, params, spec, seeds[:2], config)  # warm-up: compiles, first env start-up
+        n = default_n_envs(len(seeds))
+        config = RolloutConfig(n_envs=n, trace=traced)
+        # Warm-up on as many envs as the timed run steps together: `rollout` makes one env per seed
+        # up to n_envs, and the policy is compiled for that batch (a warm-up on fewer seeds left
+        # the timed run to compile its own batch, a fixed cost that pulled every ratio toward 1).
+        rollout(policy, params, spec, seeds[:n], config)
         t0 = common.cpu_seconds()
         result = rollout(policy, params, spec, seeds, config)
         cpu = common.cpu_seconds() - t0

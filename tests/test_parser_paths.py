@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from polc import ast, parse
+from polc import parse
 from polc.diagnostics import PolError
 from polc.grammar import regen
 
