@@ -140,6 +140,7 @@ def test_resets_to_a_threshold_count_from_the_first_window_of_updates_reaching_i
     assert first_reached(log, 900.0, smooth=5) == 120  # updates 2..6 average 915; 1..5 only 897
     assert first_reached(log, 950.0) is None and first_reached(log, None) is None
     assert reached(log, 900.0, before=8).endswith("first reached 900 after 128 resets (120 of RL + 8 of refinement)")
+    assert reached(log, 900.0, before=8, learner="ES").endswith("(120 of ES + 8 of refinement)")
     assert "never reached 950 (last 918.0)" in reached(log, 950.0)
     # a run shorter than the window (a quick run) is averaged over what it has, and says so
     assert first_reached(log[:2], 870.0) == 40 and first_reached(log[:2], 900.0) is None

@@ -197,17 +197,27 @@ def curve(logs: Sequence[list]) -> tuple[list, list, list, list, str]:
     return resets, list(mean), list(mean - std), list(mean + std), "± std of the update's episodes"
 
 
+# Each learner's panel: its run folder, title and what its training return is.
+LEARNERS = (("rl", "RL, the paper's objective", "sampled actions"),
+            ("es", "ES on the mean actions", "the population's perturbed mean actions"))
+
+
 def plot_curves(path: Path, task: Task, budget: Budget, out: Path, refinement: dict) -> Optional[str]:
-    """Training return against resets for every structure's RL runs (refinement resets
-    included for the refined structure, as the table counts them): the mean over
-    training seeds with a band (`curve`); a curve of one update is a point with its bar."""
-    runs = []
-    for s in task.structures:
-        paths = [out / "rl" / s.key / f"seed{k}" / "log.json" for k in range(budget.rl_seeds)]
-        logs = [read_json(p)["log"] for p in paths if p.exists()]
-        if logs and all(logs):
-            runs.append((s, logs))
-    if not runs:
+    """Training return against resets for every structure's RL and ES runs, one panel per
+    learner that ran (refinement resets included for the refined structure, as the table
+    counts them): the mean over training seeds with a band (`curve`); a curve of one update
+    is a point with its bar."""
+    panels = []
+    for folder, title, what in LEARNERS:
+        runs = []
+        for s in task.structures:
+            paths = [out / folder / s.key / f"seed{k}" / "log.json" for k in range(budget.rl_seeds)]
+            logs = [read_json(p)["log"] for p in paths if p.exists()]
+            if logs and all(logs):
+                runs.append((s, logs))
+        if runs:
+            panels.append((title, what, runs))
+    if not panels:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -215,28 +225,30 @@ def plot_curves(path: Path, task: Task, budget: Budget, out: Path, refinement: d
 
     from ..plot.figures import save_png
 
-    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    band = ""
-    for i, (s, logs) in enumerate(runs):
-        offset = refinement.get("resets", 0) if s.source == "refine" else 0
-        resets, mean, lo, hi, band = curve(logs)
-        x = [r + offset for r in resets]
-        color = f"C{i}"
-        if len(x) == 1:  # one update: a point with its band as an error bar
-            ax.errorbar(x, mean, yerr=[[mean[0] - lo[0]], [hi[0] - mean[0]]], marker="o", capsize=4, color=color,
-                        label=s.label)
-        else:
-            ax.plot(x, mean, marker=".", color=color, label=s.label)
-            ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
-    if task.threshold is not None:
-        ax.axhline(task.threshold, color="0.4", linestyle="--", linewidth=1, label=f"{task.threshold:g}")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("resets (refinement + training episodes)")
-    ax.set_ylabel(f"mean training return (sampled actions)\nband: {band}")
-    _set_title(ax, task, budget, "RL from the IL params")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    fig = Figure(figsize=(7.0 * len(panels), 4.2), layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    for i, (ax, (title, what, runs)) in enumerate(zip(axes, panels)):
+        band = ""
+        for s, logs in runs:
+            offset = refinement.get("resets", 0) if s.source == "refine" else 0
+            resets, mean, lo, hi, band = curve(logs)
+            x = [r + offset for r in resets]
+            color = f"C{[t.key for t in task.structures].index(s.key)}"  # a structure's colour in every panel
+            if len(x) == 1:  # one update: a point with its band as an error bar
+                ax.errorbar(x, mean, yerr=[[mean[0] - lo[0]], [hi[0] - mean[0]]], marker="o", capsize=4,
+                            color=color, label=s.label)
+            else:
+                ax.plot(x, mean, marker=".", color=color, label=s.label)
+                ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
+        if task.threshold is not None:
+            ax.axhline(task.threshold, color="0.4", linestyle="--", linewidth=1, label=f"{task.threshold:g}")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("resets (refinement + training episodes)")
+        if i == 0:
+            ax.set_ylabel(f"mean training return over an update\nband: {band}")
+        _set_title(ax, task, budget, f"{title}, from the IL params\ntraining episodes: {what}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     return save_png(FigureCanvasAgg(fig), str(path))
 
 

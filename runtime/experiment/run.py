@@ -255,7 +255,7 @@ class Experiment:
                            if r["resets"] <= rl["resets"]]
                     runs.append(rl)
                     evals.append(ev)
-                    notes.append(reached(log, self.task.threshold, resets0))
+                    notes.append(reached(log, self.task.threshold, resets0, stage))
                 note = notes[0] if len(notes) == 1 else "; ".join(f"seed {k}: {n}" for k, n in enumerate(notes))
                 mean, sampled = pooled([e["mean"] for e in evals]), pooled([e["sampled"] for e in evals])
                 rows.append(Row(f"{s.label} + {stage}, {label} ({budget} resets)", s.key, stage, 1, calls,
@@ -462,8 +462,8 @@ def first_reached(log: list, threshold: Optional[float], smooth: int = SMOOTH) -
     return None
 
 
-def reached(log: list, threshold: Optional[float], before: int = 0) -> str:
-    """The table's note on an RL run; `before` resets (refinement) are added to the count."""
+def reached(log: list, threshold: Optional[float], before: int = 0, learner: str = "RL") -> str:
+    """The table's note on an RL or ES run (`learner`); `before` resets (refinement) are added to the count."""
     if threshold is None:
         return ""
     first = first_reached(log, threshold)
@@ -472,7 +472,7 @@ def reached(log: list, threshold: Optional[float], before: int = 0) -> str:
     if first is None:
         last = sum(r["return_mean"] for r in log[-SMOOTH:]) / max(1, len(log[-SMOOTH:]))
         return f"{what} never reached {threshold:g} (last {last:.1f})"
-    extra = f" ({first} of RL + {before} of refinement)" if before else ""
+    extra = f" ({first} of {learner} + {before} of refinement)" if before else ""
     return f"{what} first reached {threshold:g} after {first + before} resets{extra}"
 
 
