@@ -210,11 +210,11 @@ def plot_curves(path: Path, task: Task, budget: Budget, out: Path, refinement: d
     panels = []
     for folder, title, what in LEARNERS:
         runs = []
-        for s in task.structures:
+        for i, s in enumerate(task.structures):
             paths = [out / folder / s.key / f"seed{k}" / "log.json" for k in range(budget.rl_seeds)]
             logs = [read_json(p)["log"] for p in paths if p.exists()]
             if logs and all(logs):
-                runs.append((s, logs))
+                runs.append((f"C{i}", s, logs))  # a structure's colour, the same in every panel
         if runs:
             panels.append((title, what, runs))
     if not panels:
@@ -229,11 +229,10 @@ def plot_curves(path: Path, task: Task, budget: Budget, out: Path, refinement: d
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for i, (ax, (title, what, runs)) in enumerate(zip(axes, panels)):
         band = ""
-        for s, logs in runs:
+        for color, s, logs in runs:
             offset = refinement.get("resets", 0) if s.source == "refine" else 0
             resets, mean, lo, hi, band = curve(logs)
             x = [r + offset for r in resets]
-            color = f"C{[t.key for t in task.structures].index(s.key)}"  # a structure's colour in every panel
             if len(x) == 1:  # one update: a point with its band as an error bar
                 ax.errorbar(x, mean, yerr=[[mean[0] - lo[0]], [hi[0] - mean[0]]], marker="o", capsize=4,
                             color=color, label=s.label)
