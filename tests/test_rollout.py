@@ -4,6 +4,8 @@ episodes depend on their seed only (not on how many environments ran)."""
 
 from __future__ import annotations
 
+import importlib
+
 import jax
 import numpy as np
 import pytest
@@ -109,6 +111,28 @@ def test_untraced_rollout_returns_the_same_episodes():
     traced, _ = run(policy, [5, 6, 7])
     plain, episodes = run(policy, [5, 6, 7], trace=False)
     assert np.array_equal(traced.returns, plain.returns) and all(e.columns is None for e in episodes)
+
+
+def test_rollouts_of_one_policy_reuse_its_compiled_step():
+    policy = compiled(RUNAWAY)
+    params = policy.init(jax.random.PRNGKey(0))
+    with Rollout(policy, SPEC, RolloutConfig(n_envs=2)) as a:
+        first = a.run(params, [5, 6, 7])
+    with Rollout(policy, SPEC, RolloutConfig(n_envs=2)) as b:  # a later evaluation of the same policy
+        again = b.run(params, [5, 6, 7])
+    assert b.step_fn is a.step_fn and a.step_fn._cache_size() == 1  # traced and compiled once
+    assert np.array_equal(first.returns, again.returns) and np.array_equal(first.lengths, again.lengths)
+    assert Rollout(policy, SPEC, RolloutConfig(n_envs=2, trace=False)).step_fn is not a.step_fn
+    assert Rollout(policy, SPEC, RolloutConfig(n_envs=2, sample=True)).step_fn is not a.step_fn
+    assert Rollout(compiled(RUNAWAY), SPEC, RolloutConfig(n_envs=2)).step_fn is not a.step_fn
+
+
+def test_compiled_steps_kept_are_bounded():
+    module = importlib.import_module("polc.runtime.trace.rollout")  # the package's `rollout` is the function
+
+    for noise_seed in range(module._COMPILED_KEPT + 3):
+        Rollout(compiled(), SPEC, RolloutConfig(noise_seed=noise_seed, sample=True))
+    assert len(module._compiled) == module._COMPILED_KEPT
 
 
 def test_program_that_does_not_fit_the_environment_is_a_located_error():

@@ -29,6 +29,7 @@ Spawning re-imports the main module, so such a script needs the usual
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable, NamedTuple, Optional, Sequence
@@ -219,6 +220,37 @@ def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable
     return jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0)))
 
 
+class _Compiled(NamedTuple):
+    policy: Any             # held, so its id is not reused while the entry lives
+    step: Callable          # `make_step_fn`'s jitted step
+    constrain: Callable     # the jitted `policy.constrain`
+
+
+_compiled: "OrderedDict[tuple, _Compiled]" = OrderedDict()
+_COMPILED_KEPT = 16
+
+
+def compiled_for(policy, layout: TraceLayout, config: RolloutConfig) -> _Compiled:
+    """The jitted step and weight constraint of `policy` for `layout` and `config`, made
+    once per process and reused by every later `Rollout` of the same policy object. A
+    jitted function keeps its compiles, but each `Rollout` made its own, so every
+    evaluation traced and compiled its step again: `keep="best"`'s held-out check at each
+    checkpoint of an RL run, each of `polc experiment`'s evaluations, each round of
+    refinement. The last `_COMPILED_KEPT` (policy, layout, config) are kept."""
+    import jax
+
+    key = (id(policy), layout.obs_fields, config.sample, config.trace, config.noise_seed)
+    hit = _compiled.get(key)
+    if hit is not None and hit.policy is policy:
+        _compiled.move_to_end(key)
+        return hit
+    made = _Compiled(policy, make_step_fn(policy, layout, config), jax.jit(policy.constrain))
+    _compiled[key] = made
+    while len(_compiled) > _COMPILED_KEPT:
+        _compiled.popitem(last=False)
+    return made
+
+
 class _Slots:
     """Per-environment bookkeeping of the running episodes. Traced, each vector step's
     packed output, rewards and ends are kept once for all slots (`history`, one append per
@@ -280,14 +312,12 @@ class Rollout:
         verify_compatible(policy.program, spec.schema)
         self.spec, self.config = spec, config
         self.layout = TraceLayout(policy.program, spec.schema)
-        self.step_fn = make_step_fn(policy, self.layout, config)
+        compiled = compiled_for(policy, self.layout, config)
+        self.step_fn = compiled.step
         self.n = max(1, config.n_envs)
         self._envs = None
-        self._constrain = None
-        if config.trace:  # the weights' columns: constrained once per run
-            import jax
-
-            self._constrain = jax.jit(policy.constrain)
+        # traced, the weights' columns: constrained once per run
+        self._constrain = compiled.constrain if config.trace else None
 
     def run(self, params, seeds: Sequence[int], on_episode: Optional[Callable[[Episode], None]] = None,
             on_steps: Optional[Callable[[int], None]] = None) -> RolloutResult:
