@@ -25,15 +25,23 @@ The policy is examples/car_racing/initial.pol with its declared weights
 792c298, before issue 18), each in its own child process pinned to the idlest core,
 interleaved `--reps` times in a rotating order, as `polc eval` and `polc rollout` run
 them: `--episodes` episodes on the first evaluation seeds, all in-process envs stepped
-together (`default_n_envs`), after a warm-up rollout on as many envs (its compile and env
-start-up are not timed), untraced (eval) and traced (rollout). Per candidate: process CPU seconds per 1000 env steps, the
+together (`default_n_envs`), untraced (eval) and traced (rollout). Each child makes one
+`Rollout` and runs it twice on those seeds: the first run (the step's trace and XLA
+compile, making the envs, the episodes: what one rollout in a fresh process pays beyond
+imports) and the second (the episodes only: the per-step cost, as `bench_rl.py`'s seconds
+per 100 resets are). Per candidate: process CPU seconds per 1000 env steps of each, the
 median of per-repetition ratios new / old, and whether every episode's return (float64)
 and length are identical. As in bench_rl.py, a third candidate runs this tree with the
 per-weight transforms the old trees used (`lower(..., grouped=False)`): the grouped ones
 (a1b19a0) round some weights differently in the last float32 bit, which a Car Racing
 episode amplifies, so the identity is checked between it and the old tree, and the
-default's is reported beside. `--new COMMIT` times polc at COMMIT as the new side instead
-of the working tree (so the tree may change while it runs).
+default's is reported beside. Then the commands themselves, whole processes (`polc eval
+initial.pol --env car_racing --episodes N` and `polc rollout ... --eval-seeds -o FILE`),
+their process CPU (user + system) per run: this tree with its compile cache warm (in a
+temporary XDG_CACHE_HOME, filled by an untimed first run), this tree with the cache off
+(`POLC_NO_COMPILE_CACHE=1`), and the old tree (which has no such cache); each prints the
+same score line. `--new COMMIT` times polc at COMMIT as the new side instead of the
+working tree (so the tree may change while it runs).
 """
 
 from __future__ import annotations
@@ -171,7 +179,7 @@ def parquet_settings(policy, params, spec, rows: int, reps: int) -> dict:
 
 
 def against_worker(args) -> int:
-    """One candidate of `--against`: time untraced and traced rollouts, print JSON."""
+    """One candidate of `--against`: time two runs of one Rollout, untraced and traced, print JSON."""
     import json
 
     common.single_threaded_jax_env()
@@ -179,7 +187,7 @@ def against_worker(args) -> int:
 
     import polc
     from polc.runtime import envs
-    from polc.runtime.trace.rollout import RolloutConfig, rollout
+    from polc.runtime.trace.rollout import Rollout, RolloutConfig
     from polc.runtime.trace.vector import default_n_envs
 
     if args.per_weight:  # the weight transforms of the old trees, for the identity check
@@ -193,24 +201,74 @@ def against_worker(args) -> int:
     seeds = list(range(10_000, 10_000 + args.episodes))
     out = {}
     for traced in (False, True):
-        n = default_n_envs(len(seeds))
-        config = RolloutConfig(n_envs=n, trace=traced)
-        # Warm-up on as many envs as the timed run steps together: `rollout` makes one env per seed
-        # up to n_envs, and the policy is compiled for that batch (a warm-up on fewer seeds left
-        # the timed run to compile its own batch, a fixed cost that pulled every ratio toward 1).
-        rollout(policy, params, spec, seeds[:n], config)
-        t0 = common.cpu_seconds()
-        result = rollout(policy, params, spec, seeds, config)
-        cpu = common.cpu_seconds() - t0
+        # `rollout()` is `Rollout(...).run` for one env per seed up to n_envs, as here
+        with Rollout(policy, spec, RolloutConfig(n_envs=default_n_envs(len(seeds)), trace=traced)) as r:
+            runs = []
+            for _ in ("first", "steady"):
+                t0 = common.cpu_seconds()
+                result = r.run(params, seeds)
+                runs.append((common.cpu_seconds() - t0, result))
         steps = int(sum(result.lengths))
         out["traced" if traced else "untraced"] = {
-            "cpu_per_1000_steps": 1000 * cpu / steps, "returns": [repr(float(r)) for r in result.returns],
-            "lengths": [int(n) for n in result.lengths]}
+            "first_cpu_per_1000_steps": 1000 * runs[0][0] / steps, "cpu_per_1000_steps": 1000 * runs[1][0] / steps,
+            "returns": [repr(float(r)) for r in result.returns], "lengths": [int(n) for n in result.lengths],
+            "first_run_identical": all(np.array_equal(a, b) for a, b in zip(runs[0][1], result))}
     print(json.dumps(out))
     return 0
 
 
 PER_WEIGHT = "new, per-weight transforms"
+NO_CACHE = "new, compile cache off"
+KINDS = {"untraced": "eval", "traced": "rollout"}
+
+
+def process_cpu(argv: list, env: dict, cwd: str) -> tuple[float, str]:
+    """(user + system CPU seconds of the child process, the last line it printed)."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # children waited for so far; one runs at a time
+    p = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    said = (p.stdout.strip() or p.stderr.strip()).splitlines()  # polc rollout reports on stderr
+    if p.returncode != 0 or not said:
+        raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, said[-1]
+
+
+def time_commands(args, cands: dict, d: str) -> dict:
+    """name -> kind -> {"cpu": [per repetition], "line": the score line} of `polc eval` / `polc rollout`."""
+    cli = "import sys; from polc.cli import main; sys.exit(main())"
+    cache = os.path.join(d, "xdg-cache")
+
+    def argv(kind: str, core: int) -> list:
+        tail = ["--eval-seeds", "-o", os.path.join(d, "trace.parquet")] if kind == "rollout" else []
+        return ["taskset", "-c", str(core), sys.executable, "-c", cli, kind, str(common.CAR_RACING),
+                "--env", "car_racing", "--episodes", str(args.episodes), "-q"] + tail
+
+    def env(name: str) -> dict:
+        e = common.child_env(cands[name])
+        e.update(XDG_CACHE_HOME=cache, POLC_NO_COMPILE_CACHE="1" if name == NO_CACHE else "0")
+        e.pop("JAX_COMPILATION_CACHE_DIR", None)
+        if "xla_cpu_multi_thread_eigen" not in e.get("XLA_FLAGS", ""):
+            e["XLA_FLAGS"] = (e.get("XLA_FLAGS", "") + " " + common.XLA_SINGLE_THREAD).strip()
+        return e
+
+    names = list(cands)
+    out = {n: {k: {"cpu": [], "line": None} for k in KINDS.values()} for n in names}
+    for kind in KINDS.values():  # fill this tree's compile cache (the old tree has none)
+        process_cpu(argv(kind, common.idlest_core()), env(names[0]), d)
+    for rep in range(args.reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            for kind in KINDS.values():
+                core = common.idlest_core()
+                cpu, line = process_cpu(argv(kind, core), env(name), d)
+                out[name][kind]["cpu"].append(cpu)
+                out[name][kind]["line"] = line
+                print(f"  rep {rep + 1} {name:24s} polc {kind:8s} {cpu:.2f} s CPU (core {core})", file=sys.stderr,
+                      flush=True)
+    return out
 
 
 def against(args) -> dict:
@@ -222,7 +280,8 @@ def against(args) -> dict:
     new_tree = common.source_tree(args.new) if args.new else None
     here = os.path.abspath(__file__)
     new_name = f"new ({args.new})" if args.new else "new (this tree)"
-    cands = {new_name: new_tree, PER_WEIGHT: new_tree, f"old ({args.against})": old_tree}
+    old_name = f"old ({args.against})"
+    cands = {new_name: new_tree, PER_WEIGHT: new_tree, old_name: old_tree}
     names = list(cands)
     out = {n: [] for n in names}
     load = common.LoadMeter()
@@ -237,9 +296,11 @@ def against(args) -> dict:
                     raise RuntimeError(f"{name} failed:\n{p.stderr[-3000:]}")
                 out[name].append(json.loads(p.stdout.strip().splitlines()[-1]))
                 r = out[name][-1]
-                print(f"  rep {rep + 1} {name:24s} untraced {r['untraced']['cpu_per_1000_steps']:.3f} s, traced "
-                      f"{r['traced']['cpu_per_1000_steps']:.3f} s CPU per 1000 steps (core {core})",
-                      file=sys.stderr, flush=True)
+                print(f"  rep {rep + 1} {name:24s} " + ", ".join(
+                    f"{kind} {r[kind]['first_cpu_per_1000_steps']:.3f} first / {r[kind]['cpu_per_1000_steps']:.3f} "
+                    "steady" for kind in KINDS) + f" s CPU per 1000 steps (core {core})", file=sys.stderr, flush=True)
+        commands = time_commands(args, {new_name: new_tree, NO_CACHE: new_tree, old_name: old_tree},
+                                 d) if args.commands else None
     busy = load.busy_cores()
     new, per_weight, old = names
     med = statistics.median
@@ -249,20 +310,35 @@ def against(args) -> dict:
                    for x in out[a] for y in out[b])
 
     result = {"against": args.against, "new": args.new, "reps": args.reps, "episodes": args.episodes,
-              "busy_cores": busy}
+              "busy_cores": busy, "commands": commands}
     print(f"\nRollouts on Car Racing ({common.CAR_RACING.name}, declared weights), {args.episodes} episodes on "
-          f"the first evaluation seeds, {args.reps} interleaved repetitions, CPU s per 1000 env steps:")
-    print(f"{'':10s} {new:>18s} {per_weight:>27s} {old:>18s} {'new / old':>10s} {'per-weight / old':>17s}  "
+          f"the first evaluation seeds, {args.reps} interleaved repetitions, CPU s per 1000 env steps of a "
+          "Rollout's first run (compile and envs included) and its second (steps only):")
+    print(f"{'':18s} {new:>18s} {per_weight:>27s} {old:>18s} {'new / old':>10s} {'per-weight / old':>17s}  "
           f"identical returns and lengths: per-weight, new")
-    for kind in ("untraced", "traced"):
-        a, pw, b = ([r[kind]["cpu_per_1000_steps"] for r in out[n]] for n in (new, per_weight, old))
-        ratio, ratio_pw = common.paired_ratio(a, b), common.paired_ratio(pw, b)
-        result[kind] = {"new": a, "per_weight": pw, "old": b, "ratio": ratio, "ratio_per_weight": ratio_pw,
-                        "identical": same(per_weight, old, kind), "identical_grouped": same(new, old, kind)}
-        print(f"{kind:10s} {med(a):18.3f} {med(pw):27.3f} {med(b):18.3f} {ratio:10.3f} {ratio_pw:17.3f}  "
-              f"{result[kind]['identical']}, {result[kind]['identical_grouped']}")
+    for kind in KINDS:
+        for run, key in (("first", "first_cpu_per_1000_steps"), ("steady", "cpu_per_1000_steps")):
+            a, pw, b = ([r[kind][key] for r in out[n]] for n in (new, per_weight, old))
+            ratio, ratio_pw = common.paired_ratio(a, b), common.paired_ratio(pw, b)
+            result.setdefault(kind, {})[run] = {"new": a, "per_weight": pw, "old": b, "ratio": ratio,
+                                                "ratio_per_weight": ratio_pw}
+            print(f"{kind + ', ' + run:18s} {med(a):18.3f} {med(pw):27.3f} {med(b):18.3f} {ratio:10.3f} "
+                  f"{ratio_pw:17.3f}  " + (f"{same(per_weight, old, kind)}, {same(new, old, kind)}"
+                                           if run == "steady" else ""))
+        result[kind]["identical"] = same(per_weight, old, kind)
+        result[kind]["identical_grouped"] = same(new, old, kind)
+        result[kind]["first_run_identical"] = all(r[kind]["first_run_identical"] for n in names for r in out[n])
     print("identical: every episode's return (float64) and length, per-weight transforms against the old tree; "
-          "then this tree's default (grouped transforms, last-bit differences) against the old tree")
+          "then this tree's default (grouped transforms, last-bit differences) against the old tree; each "
+          "Rollout's two runs gave the same episodes: " + str(all(result[k]["first_run_identical"] for k in KINDS)))
+    if commands is not None:
+        print(f"\nThe commands as whole processes, {args.episodes} episodes, process CPU s per run (median of "
+              f"{args.reps}; ratio: median of per-repetition ratios to the old tree):")
+        for kind in KINDS.values():
+            for name in commands:
+                cpu = commands[name][kind]["cpu"]
+                ratio = common.paired_ratio(cpu, commands[old_name][kind]["cpu"])
+                print(f"  polc {kind:8s} {name:24s} {med(cpu):6.2f} s  {ratio:6.3f}  {commands[name][kind]['line']}")
     if busy is not None:
         print(f"machine load during the run: {busy:.1f} of {os.cpu_count()} cores busy")
     common.write_json(args.json, result)
@@ -281,6 +357,8 @@ def main(argv=None) -> int:
                     "not the working tree")
     ap.add_argument("--against-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--per-weight", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-commands", dest="commands", action="store_false",
+                    help="with --against: skip timing the polc eval and polc rollout processes")
     args = ap.parse_args(argv)
     if args.against_worker:
         return against_worker(args)
