@@ -22,20 +22,22 @@ The policy is examples/car_racing/initial.pol with its declared weights
     .venv/bin/python benchmarks/bench_rollout.py --against 792c298 [--reps 3] [--episodes 10]
 
 `--against COMMIT` times this working tree's rollouts against polc at git COMMIT (e.g.
-792c298, before issue 18), each in its own child process pinned to the idlest core,
-interleaved `--reps` times in a rotating order, as `polc eval` and `polc rollout` run
-them: `--episodes` episodes on the first evaluation seeds, all in-process envs stepped
-together (`default_n_envs`), untraced (eval) and traced (rollout). Each child makes one
-`Rollout` and runs it twice on those seeds: the first run (the step's trace and XLA
-compile, making the envs, the episodes: what one rollout in a fresh process pays beyond
-imports) and the second (the episodes only: the per-step cost, as `bench_rl.py`'s seconds
-per 100 resets are). Per candidate: process CPU seconds per 1000 env steps of each, the
-median of per-repetition ratios new / old, and whether every episode's return (float64)
-and length are identical. As in bench_rl.py, a third candidate runs this tree with the
-per-weight transforms the old trees used (`lower(..., grouped=False)`): the grouped ones
-(a1b19a0) round some weights differently in the last float32 bit, which a Car Racing
-episode amplifies, so the identity is checked between it and the old tree, and the
-default's is reported beside. Then the commands themselves, whole processes (`polc eval
+792c298, before issue 18) as `polc eval` and `polc rollout` run them: `--episodes` episodes
+on the first evaluation seeds, all in-process envs stepped together (`default_n_envs`),
+untraced (eval) and traced (rollout). Each candidate is a worker process that stays alive
+(`common.Worker`), all pinned to the idlest core, of which one computes at a time; each
+holds one `Rollout` per kind and runs it when asked. Its first run of a kind (the step's
+trace and XLA compile, making the envs, the episodes: what one rollout in a fresh process
+pays beyond imports) is reported apart; then `--reps` repetitions, each running every
+candidate once per kind in a rotating order (the episodes only: the per-step cost, as
+`bench_rl.py`'s seconds per 100 resets are), so the machine's drift, which moved a whole
+process's figure by half on this shared VM, hits all candidates alike within seconds.
+Per candidate: process CPU seconds per 1000 env steps, the median of per-repetition ratios
+new / old, and whether every episode's return (float64) and length are identical. As in
+bench_rl.py, a third candidate runs this tree with the per-weight transforms the old trees
+used (`lower(..., grouped=False)`): the grouped ones (a1b19a0) round some weights
+differently in the last float32 bit, which a Car Racing episode amplifies, so the identity
+is checked between it and the old tree, and the default's is reported beside. Then the commands themselves, whole processes (`polc eval
 initial.pol --env car_racing --episodes N` and `polc rollout ... --eval-seeds -o FILE`),
 their process CPU (user + system) per run: this tree with its compile cache warm (in a
 temporary XDG_CACHE_HOME, filled by an untimed first run), this tree with the cache off
@@ -179,9 +181,8 @@ def parquet_settings(policy, params, spec, rows: int, reps: int) -> dict:
 
 
 def against_worker(args) -> int:
-    """One candidate of `--against`: time two runs of one Rollout, untraced and traced, print JSON."""
-    import json
-
+    """One candidate of `--against`, serving the driver: {"op": "run", "kind": "untraced" or
+    "traced"} runs that kind's Rollout on the seeds and replies with its CPU time and episodes."""
     common.single_threaded_jax_env()
     import jax
 
@@ -199,22 +200,24 @@ def against_worker(args) -> int:
     params = policy.init(jax.random.PRNGKey(0))
     spec = envs.get("car_racing")
     seeds = list(range(10_000, 10_000 + args.episodes))
-    out = {}
-    for traced in (False, True):
-        # `rollout()` is `Rollout(...).run` for one env per seed up to n_envs, as here
-        with Rollout(policy, spec, RolloutConfig(n_envs=default_n_envs(len(seeds)), trace=traced)) as r:
-            runs = []
-            for _ in ("first", "steady"):
-                t0 = common.cpu_seconds()
-                result = r.run(params, seeds)
-                runs.append((common.cpu_seconds() - t0, result))
-        steps = int(sum(result.lengths))
-        out["traced" if traced else "untraced"] = {
-            "first_cpu_per_1000_steps": 1000 * runs[0][0] / steps, "cpu_per_1000_steps": 1000 * runs[1][0] / steps,
-            "returns": [repr(float(r)) for r in result.returns], "lengths": [int(n) for n in result.lengths],
-            "first_run_identical": all(np.array_equal(a, b) for a, b in zip(runs[0][1], result))}
-    print(json.dumps(out))
-    return 0
+    rollouts: dict = {}
+
+    def handle(req: dict) -> dict:
+        kind = req["kind"]
+        if kind not in rollouts:  # `rollout()` is `Rollout(...).run` with one env per seed up to n_envs, as here
+            rollouts[kind] = Rollout(policy, spec, RolloutConfig(n_envs=default_n_envs(len(seeds)),
+                                                                 trace=kind == "traced"))
+        t0 = common.cpu_seconds()
+        result = rollouts[kind].run(params, seeds)
+        cpu = common.cpu_seconds() - t0
+        return {"cpu_per_1000_steps": 1000 * cpu / int(sum(result.lengths)),
+                "returns": [repr(float(r)) for r in result.returns], "lengths": [int(n) for n in result.lengths]}
+
+    try:
+        return common.serve(handle)
+    finally:
+        for r in rollouts.values():
+            r.close()
 
 
 PER_WEIGHT = "new, per-weight transforms"
@@ -272,10 +275,7 @@ def time_commands(args, cands: dict, d: str) -> dict:
 
 
 def against(args) -> dict:
-    """This tree's rollouts against polc at `args.against`, interleaved child processes."""
-    import json
-    import subprocess
-
+    """This tree's rollouts against polc at `args.against`: long-lived workers, interleaved runs."""
     old_tree = common.source_tree(args.against)
     new_tree = common.source_tree(args.new) if args.new else None
     here = os.path.abspath(__file__)
@@ -283,54 +283,63 @@ def against(args) -> dict:
     old_name = f"old ({args.against})"
     cands = {new_name: new_tree, PER_WEIGHT: new_tree, old_name: old_tree}
     names = list(cands)
-    out = {n: [] for n in names}
     load = common.LoadMeter()
+    core = common.idlest_core()
+    first: dict = {n: {} for n in names}
+    out: dict = {n: {k: [] for k in KINDS} for n in names}
     with tempfile.TemporaryDirectory() as d:
-        for rep in range(args.reps):
-            for name in names[rep % 3:] + names[:rep % 3]:
-                core = common.idlest_core()
+        workers = {}
+        try:
+            for name in names:
                 argv = ["taskset", "-c", str(core), sys.executable, here, "--against-worker",
                         "--episodes", str(args.episodes)] + (["--per-weight"] if name == PER_WEIGHT else [])
-                p = subprocess.run(argv, env=common.child_env(cands[name]), capture_output=True, text=True, cwd=d)
-                if p.returncode != 0:
-                    raise RuntimeError(f"{name} failed:\n{p.stderr[-3000:]}")
-                out[name].append(json.loads(p.stdout.strip().splitlines()[-1]))
-                r = out[name][-1]
-                print(f"  rep {rep + 1} {name:24s} " + ", ".join(
-                    f"{kind} {r[kind]['first_cpu_per_1000_steps']:.3f} first / {r[kind]['cpu_per_1000_steps']:.3f} "
-                    "steady" for kind in KINDS) + f" s CPU per 1000 steps (core {core})", file=sys.stderr, flush=True)
+                workers[name] = common.Worker(name, argv, common.child_env(cands[name]), cwd=d)
+            for kind in KINDS:
+                for name in names:
+                    first[name][kind] = workers[name].call(op="run", kind=kind)
+            for rep in range(args.reps):
+                for kind in KINDS:
+                    for name in names[rep % 3:] + names[:rep % 3]:
+                        r = workers[name].call(op="run", kind=kind)
+                        out[name][kind].append(r)
+                        print(f"  rep {rep + 1} {name:28s} {kind:8s} {r['cpu_per_1000_steps']:.3f} s CPU per 1000 "
+                              f"steps (core {core})", file=sys.stderr, flush=True)
+        finally:
+            for w in workers.values():
+                w.close()
         commands = time_commands(args, {new_name: new_tree, NO_CACHE: new_tree, old_name: old_tree},
                                  d) if args.commands else None
     busy = load.busy_cores()
     new, per_weight, old = names
     med = statistics.median
 
+    def episodes(r: dict) -> tuple:
+        return r["returns"], r["lengths"]
+
     def same(a: str, b: str, kind: str) -> bool:
-        return all((x[kind]["returns"], x[kind]["lengths"]) == (y[kind]["returns"], y[kind]["lengths"])
-                   for x in out[a] for y in out[b])
+        runs = [first[a][kind]] + out[a][kind] + [first[b][kind]] + out[b][kind]
+        return all(episodes(x) == episodes(runs[0]) for x in runs)
 
     result = {"against": args.against, "new": args.new, "reps": args.reps, "episodes": args.episodes,
-              "busy_cores": busy, "commands": commands}
+              "busy_cores": busy, "commands": commands, "first": first}
     print(f"\nRollouts on Car Racing ({common.CAR_RACING.name}, declared weights), {args.episodes} episodes on "
-          f"the first evaluation seeds, {args.reps} interleaved repetitions, CPU s per 1000 env steps of a "
-          "Rollout's first run (compile and envs included) and its second (steps only):")
+          f"the first evaluation seeds, CPU s per 1000 env steps: a Rollout's first run (compile and envs "
+          f"included), then the median of {args.reps} interleaved repetitions (steps only):")
     print(f"{'':18s} {new:>18s} {per_weight:>27s} {old:>18s} {'new / old':>10s} {'per-weight / old':>17s}  "
           f"identical returns and lengths: per-weight, new")
     for kind in KINDS:
-        for run, key in (("first", "first_cpu_per_1000_steps"), ("steady", "cpu_per_1000_steps")):
-            a, pw, b = ([r[kind][key] for r in out[n]] for n in (new, per_weight, old))
-            ratio, ratio_pw = common.paired_ratio(a, b), common.paired_ratio(pw, b)
-            result.setdefault(kind, {})[run] = {"new": a, "per_weight": pw, "old": b, "ratio": ratio,
-                                                "ratio_per_weight": ratio_pw}
-            print(f"{kind + ', ' + run:18s} {med(a):18.3f} {med(pw):27.3f} {med(b):18.3f} {ratio:10.3f} "
-                  f"{ratio_pw:17.3f}  " + (f"{same(per_weight, old, kind)}, {same(new, old, kind)}"
-                                           if run == "steady" else ""))
-        result[kind]["identical"] = same(per_weight, old, kind)
-        result[kind]["identical_grouped"] = same(new, old, kind)
-        result[kind]["first_run_identical"] = all(r[kind]["first_run_identical"] for n in names for r in out[n])
-    print("identical: every episode's return (float64) and length, per-weight transforms against the old tree; "
-          "then this tree's default (grouped transforms, last-bit differences) against the old tree; each "
-          "Rollout's two runs gave the same episodes: " + str(all(result[k]["first_run_identical"] for k in KINDS)))
+        a, pw, b = ([first[n][kind]["cpu_per_1000_steps"]] for n in (new, per_weight, old))
+        print(f"{kind + ', first':18s} {a[0]:18.3f} {pw[0]:27.3f} {b[0]:18.3f} {a[0] / b[0]:10.3f} "
+              f"{pw[0] / b[0]:17.3f}")
+        a, pw, b = ([r["cpu_per_1000_steps"] for r in out[n][kind]] for n in (new, per_weight, old))
+        ratio, ratio_pw = common.paired_ratio(a, b), common.paired_ratio(pw, b)
+        result[kind] = {"new": a, "per_weight": pw, "old": b, "ratio": ratio, "ratio_per_weight": ratio_pw,
+                        "identical": same(per_weight, old, kind), "identical_grouped": same(new, old, kind)}
+        print(f"{kind + ', steady':18s} {med(a):18.3f} {med(pw):27.3f} {med(b):18.3f} {ratio:10.3f} "
+              f"{ratio_pw:17.3f}  {result[kind]['identical']}, {result[kind]['identical_grouped']}")
+        print(f"{'':18s} per-repetition new / old: " + ", ".join(f"{x / y:.3f}" for x, y in zip(a, b)))
+    print("identical: every episode's return (float64) and length in every run, per-weight transforms against "
+          "the old tree; then this tree's default (grouped transforms, last-bit differences) against the old tree")
     if commands is not None:
         print(f"\nThe commands as whole processes, {args.episodes} episodes, process CPU s per run (median of "
               f"{args.reps}; ratio: median of per-repetition ratios to the old tree):")

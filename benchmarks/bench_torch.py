@@ -26,12 +26,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -131,77 +128,48 @@ class TorchSide:
 
 
 def worker(side: str, core: int | None) -> int:
-    """Serve the driver: one JSON request per stdin line, one JSON reply per line."""
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # whatever the libraries print goes to stderr, never into the protocol
-    sys.stdout = sys.stderr
+    """Serve the driver (`common.serve`): one JSON request per stdin line, one JSON reply per line."""
     if core is not None:
         common.pin_to_one_core(core)
     impl = JaxSide() if side == "jax" else TorchSide()
     fns: dict = {}
-    for line in sys.stdin:
-        req = json.loads(line)
+
+    def handle(req: dict) -> dict:
+        nonlocal fns
         op = req["op"]
         if op == "info":
-            reply = {"versions": impl.versions}
-        elif op == "outputs":
-            reply = {"outputs": impl.outputs(req["batch"], req["seed"])}
-        elif op == "prepare":
+            return {"versions": impl.versions}
+        if op == "outputs":
+            return {"outputs": impl.outputs(req["batch"], req["seed"])}
+        if op == "prepare":
             fns, first, errors = impl.prepare(req["batch"])
             for fn in fns.values():
                 for _ in range(3):
                     fn()
-            reply = {"candidates": list(fns), "first_call_s": first, "errors": errors}
-        elif op == "calibrate":
-            reply = {"inner": common.calibrate(fns[req["cand"]], req["target_s"])}
-        elif op == "time":
+            return {"candidates": list(fns), "first_call_s": first, "errors": errors}
+        if op == "calibrate":
+            return {"inner": common.calibrate(fns[req["cand"]], req["target_s"])}
+        if op == "time":
             fn, n = fns[req["cand"]], req["inner"]
             c0, t0 = common.cpu_seconds(), time.perf_counter()
             for _ in range(n):
                 fn()
-            reply = {"s": time.perf_counter() - t0, "cpu": common.cpu_seconds() - c0}
-        elif op == "quit":
-            return 0
-        else:
-            raise SystemExit(f"unknown request {op!r}")
-        proto.write(json.dumps(reply) + "\n")
-    return 0
+            return {"s": time.perf_counter() - t0, "cpu": common.cpu_seconds() - c0}
+        raise SystemExit(f"unknown request {op!r}")
+
+    return common.serve(handle)
 
 
 # ---- the driver ---------------------------------------------------------------------
 
 
-class Worker:
+def start_worker(side: str, core: int | None) -> common.Worker:
     """A side's process, spoken to one request at a time."""
-
-    def __init__(self, side: str, core: int | None) -> None:
-        self.side = side
-        self.err = tempfile.TemporaryFile(mode="w+")
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", side]
-        cmd += ["--no-pin"] if core is None else ["--core", str(core)]
-        # Inductor's on-disk caches off, so the first call measures a cold compile as jax.jit's does.
-        env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
-                                     text=True, env=env, cwd=os.path.dirname(os.path.abspath(__file__)))
-
-    def call(self, **req) -> dict:
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            self.err.seek(0)
-            raise SystemExit(f"the {self.side} worker died (exit {self.proc.wait()}):\n{self.err.read()[-3000:]}")
-        return json.loads(line)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.call_quit()
-        self.err.close()
-
-    def call_quit(self) -> None:
-        self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-        self.proc.stdin.flush()
-        self.proc.wait(timeout=60)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", side]
+    cmd += ["--no-pin"] if core is None else ["--core", str(core)]
+    # Inductor's on-disk caches off, so the first call measures a cold compile as jax.jit's does.
+    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
+    return common.Worker(side, cmd, env, cwd=os.path.dirname(os.path.abspath(__file__)))
 
 
 def compare(outputs: dict, rtol=1e-5, atol=1e-5) -> list[str]:
@@ -295,9 +263,9 @@ def main(argv=None) -> int:
     if not torch_present:
         print("torch is not installed: skipping the PyTorch side (install it with `pip install -e .[bench]`).")
     core = None if args.no_pin else (args.core if args.core is not None else common.idlest_core())
-    workers = {"jax": Worker("jax", core)}
+    workers = {"jax": start_worker("jax", core)}
     if torch_present:
-        workers["torch"] = Worker("torch", core)
+        workers["torch"] = start_worker("torch", core)
     try:
         info = {s: w.call(op="info") for s, w in workers.items()}
         for s, i in info.items():

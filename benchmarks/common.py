@@ -18,7 +18,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import time
@@ -309,6 +308,57 @@ def source_tree(commit: str) -> Path:
     except OSError:  # made meanwhile by another run
         pass
     return dest if (dest / "polc" / "__init__.py").exists() else work
+
+
+# ---- long-lived worker processes ----------------------------------------------------
+
+
+class Worker:
+    """A benchmark's child process, spoken to one JSON request per line and answering one
+    JSON line each (`serve` is its end). Candidates that cannot share a process (torch and
+    jax; two versions of polc) stay alive side by side, so the driver can interleave them
+    request by request instead of process by process."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
+                 cwd: str | None = None) -> None:
+        import subprocess
+        import tempfile
+
+        self.name = name
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                     text=True, env=None if env is None else dict(env), cwd=cwd)
+
+    def call(self, **req) -> dict:
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.err.seek(0)
+            raise SystemExit(f"the {self.name} worker died (exit {self.proc.wait()}):\n{self.err.read()[-3000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=60)
+        self.err.close()
+
+
+def serve(handle: Callable[[dict], dict]) -> int:
+    """A worker's loop: each request line from the driver (`Worker.call`) to `handle`, its
+    reply back as one line, until {"op": "quit"}. Whatever the libraries print goes to
+    stderr, never into the protocol."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req["op"] == "quit":
+            break
+        proto.write(json.dumps(handle(req)) + "\n")
+    return 0
 
 
 def child_env(tree: Path | None) -> dict[str, str]:
