@@ -317,3 +317,62 @@ def test_nearest_is_the_first_argmin_of_the_squared_distances():
                              (geo.xy[:20] + geo.xy[1:21]) / 2]):  # midpoints: near-ties
         d = geo.xy - p
         assert geo.nearest(p) == int(np.argmin(np.einsum("ij,ij->i", d, d)))
+
+
+def car_state(env) -> np.ndarray:
+    """Every number of the simulation a step changes, as float64 bits (signed zeros apart)."""
+    u = env.unwrapped
+    car = u.car
+    values = [car.fuel_spent, u.reward, u.prev_reward, u.tile_visited_count, u.t]
+    for body in [car.hull] + list(car.wheels):
+        values += [*body.position, body.angle, *body.linearVelocity, body.angularVelocity]
+    for w in car.wheels:
+        values += [w.omega, w.phase, w.gas, w.brake, w.steer, w.joint.angle, w.joint.motorSpeed, len(w.tiles)]
+    return np.array(values, np.float64).view(np.int64)
+
+
+def braking_actions(n: int, seed: int) -> list[dict]:
+    """Full-range actions: hard and partial braking, full lock, no gas, -0.0."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform([-1.2, -0.2, -0.2], [1.2, 1.2, 1.2], size=(n, 3)).astype(np.float32)
+    a[::7, 2] = 0.95   # wheels blocked
+    a[3::7, 2] = 0.0   # no brake while the wheels turn
+    a[::11, 1] = -0.0  # a negative zero reaches gymnasium as it is
+    return [{"steer": x[0], "gas": x[1], "brake": x[2]} for x in a]
+
+
+@pytest.mark.slow  # 2 s: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.parametrize("seed, driver", [(4, "random"), (6, "braking"), (11, "expert")])
+def test_the_scalar_car_is_gymnasiums_car_bit_for_bit(seed, driver):
+    from polc.runtime.envs.car_dynamics import ScalarCar
+    from polc.runtime.envs.car_racing import TrackGeometry
+
+    ours, stock = SPEC.make(), gym.make("CarRacing-v3")
+    ours.reset(seed=seed)
+    stock.reset(seed=seed)
+    assert type(ours.unwrapped.car) is ScalarCar and type(stock.unwrapped.car) is not ScalarCar
+    geo = TrackGeometry(stock.unwrapped.track)
+    actions = {"random": lambda: random_actions(400, seed), "braking": lambda: braking_actions(400, seed)}
+    expert = SPEC.expert(ours)
+    for k in range(400):
+        act = actions[driver]()[k] if driver != "expert" else expert.act(ours)
+        obs, r, term, trunc, _ = ours.step(act)
+        _, r2, term2, trunc2, _ = stock.step(ours.unwrapped.last_raw_action.copy())
+        assert (r, term, trunc) == (r2, term2, trunc2), k
+        assert np.array_equal(car_state(ours), car_state(stock)), k
+        assert_same_obs(obs, observe(stock.unwrapped, geo))
+        if term or trunc:
+            break
+
+
+def test_the_scalar_cars_sign_and_clip_are_numpys():
+    from polc.runtime.envs.car_dynamics import _clip01, _sign
+
+    def bits(v) -> bytes:
+        return np.float64(v).tobytes()
+
+    for x in (2.5, -2.5, 0.0, -0.0, 1e-300, float("nan"), float("inf"), -float("inf"), 3, -3, 0,
+              np.float64(-0.0), np.float64(0.7)):
+        assert bits(_sign(x)) == bits(np.sign(x)), x  # the same value, signed zeros and NaN's bits included
+        assert isinstance(_sign(x), int) == isinstance(np.sign(x), np.integer), x  # an int for an int
+        assert bits(_clip01(x)) == bits(np.clip(x, 0, 1)), x

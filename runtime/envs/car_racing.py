@@ -6,8 +6,10 @@ termination untouched) and changes three things:
 1. Speed. The stock `step()` renders the 96x96 pixel state every frame, which is
    nearly all of its cost. Here `_render("state_pixels")` returns a constant blank
    image; every other mode defers to gymnasium, so `render_mode="rgb_array"` still
-   gives real frames for videos. Rewards, terminations and truncations are
-   bit-identical to `gymnasium.make("CarRacing-v3")` for the same seed and actions
+   gives real frames for videos. The car's per-frame dynamics run in Python floats
+   instead of numpy scalars (`car_dynamics.ScalarCar`, the same IEEE operations).
+   Rewards, terminations, truncations and every body's state are bit-identical to
+   `gymnasium.make("CarRacing-v3")` for the same seed and actions
    (tests/test_env_car_racing.py).
 2. Observations: a dict of named float32 arrays computed from the simulator state
    (`CAR_RACING.obs` lists them with shapes, ranges and docs; `observe`).
@@ -53,6 +55,7 @@ with warnings.catch_warnings():
     import Box2D  # noqa: F401
 from gymnasium.envs.box2d import car_racing as _cr
 
+from .car_dynamics import ScalarCar
 from .schema import EnvSchema, Field
 
 TRACK_HALF_WIDTH = _cr.TRACK_WIDTH  # 6.67 world units: the centre-to-edge distance
@@ -456,6 +459,8 @@ class SemanticCarRacing(_cr.CarRacing):
             seed = self._first_seed
         self._first_seed = None
         super().reset(seed=seed, options=options)
+        if type(self.car) is _cr.Car:  # the same car, its dynamics in Python floats (car_dynamics.py)
+            self.car.__class__ = ScalarCar
         self.geometry = TrackGeometry(self.track)
         self.last_raw_action = None
         self.packed_obs = observe_packed(self, self.geometry)

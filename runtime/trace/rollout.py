@@ -29,6 +29,7 @@ Spawning re-imports the main module, so such a script needs the usual
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import partial
@@ -227,6 +228,7 @@ class _Compiled(NamedTuple):
 
 
 _compiled: "OrderedDict[tuple, _Compiled]" = OrderedDict()
+_compiled_lock = threading.Lock()  # rollouts run from several threads share it
 _COMPILED_KEPT = 16
 
 
@@ -240,15 +242,16 @@ def compiled_for(policy, layout: TraceLayout, config: RolloutConfig) -> _Compile
     import jax
 
     key = (id(policy), layout.obs_fields, config.sample, config.trace, config.noise_seed)
-    hit = _compiled.get(key)
-    if hit is not None and hit.policy is policy:
-        _compiled.move_to_end(key)
-        return hit
-    made = _Compiled(policy, make_step_fn(policy, layout, config), jax.jit(policy.constrain))
-    _compiled[key] = made
-    while len(_compiled) > _COMPILED_KEPT:
-        _compiled.popitem(last=False)
-    return made
+    with _compiled_lock:
+        hit = _compiled.get(key)
+        if hit is not None and hit.policy is policy:
+            _compiled.move_to_end(key)
+            return hit
+        made = _Compiled(policy, make_step_fn(policy, layout, config), jax.jit(policy.constrain))
+        _compiled[key] = made
+        while len(_compiled) > _COMPILED_KEPT:
+            _compiled.popitem(last=False)
+        return made
 
 
 class _Slots:
@@ -302,7 +305,8 @@ class _Slots:
 
 class Rollout:
     """A policy compiled for one environment: run it on any params and seeds,
-    reusing the compiled step and the vector env across runs.
+    reusing the compiled step and the vector env across runs (the compiled step also
+    across Rollouts of the same policy object: `compiled_for`).
 
         with Rollout(policy, spec, RolloutConfig(n_envs=2)) as r:
             result = r.run(params, seeds, on_episode)
