@@ -33,11 +33,15 @@ candidate once per kind in a rotating order (the episodes only: the per-step cos
 `bench_rl.py`'s seconds per 100 resets are), so the machine's drift, which moved a whole
 process's figure by half on this shared VM, hits all candidates alike within seconds.
 Per candidate: process CPU seconds per 1000 env steps, the median of per-repetition ratios
-new / old, and whether every episode's return (float64) and length are identical. As in
-bench_rl.py, a third candidate runs this tree with the per-weight transforms the old trees
-used (`lower(..., grouped=False)`): the grouped ones (a1b19a0) round some weights
-differently in the last float32 bit, which a Car Racing episode amplifies, so the identity
-is checked between it and the old tree, and the default's is reported beside. Then the commands themselves, whole processes (`polc eval
+to the old tree, and whether every episode's return (float64) and length are identical to
+its. Two variants of this tree run beside it: as in bench_rl.py, the per-weight transforms
+the old trees used (`lower(..., grouped=False)`; the grouped ones, a1b19a0, round some
+weights differently in the last float32 bit, which a Car Racing episode amplifies, so the
+identity with the old tree holds for this variant), and gymnasium's own car instead of
+`envs.car_dynamics.ScalarCar` (the same simulation bit for bit, in numpy scalars), which
+shows how much of the ratio is the car's dynamics and how much polc's own part of a step.
+
+Then (unless `--no-commands`) the commands themselves, whole processes (`polc eval
 initial.pol --env car_racing --episodes N` and `polc rollout ... --eval-seeds -o FILE`),
 their process CPU (user + system) per run: this tree with its compile cache warm (in a
 temporary XDG_CACHE_HOME, filled by an untimed first run), this tree with the cache off
@@ -197,6 +201,10 @@ def against_worker(args) -> int:
         policy = lower(polc.load(str(common.CAR_RACING)).typed, grouped=False)
     else:
         policy = polc.load(str(common.CAR_RACING)).compile()
+    if args.stock_car:  # gymnasium's car, as the old trees stepped it (no ScalarCar swapped in at reset)
+        from polc.runtime.envs import car_racing
+
+        car_racing.ScalarCar = car_racing._cr.Car
     params = policy.init(jax.random.PRNGKey(0))
     spec = envs.get("car_racing")
     seeds = list(range(10_000, 10_000 + args.episodes))
@@ -221,8 +229,11 @@ def against_worker(args) -> int:
 
 
 PER_WEIGHT = "new, per-weight transforms"
+STOCK_CAR = "new, gymnasium's car"
 NO_CACHE = "new, compile cache off"
 KINDS = {"untraced": "eval", "traced": "rollout"}
+# the worker's flags of each variant of the new tree
+VARIANTS = {PER_WEIGHT: ["--per-weight"], STOCK_CAR: ["--stock-car"]}
 
 
 def process_cpu(argv: list, env: dict, cwd: str) -> tuple[float, str]:
@@ -281,7 +292,7 @@ def against(args) -> dict:
     here = os.path.abspath(__file__)
     new_name = f"new ({args.new})" if args.new else "new (this tree)"
     old_name = f"old ({args.against})"
-    cands = {new_name: new_tree, PER_WEIGHT: new_tree, old_name: old_tree}
+    cands = {new_name: new_tree, PER_WEIGHT: new_tree, STOCK_CAR: new_tree, old_name: old_tree}
     names = list(cands)
     load = common.LoadMeter()
     core = common.idlest_core()
@@ -292,14 +303,14 @@ def against(args) -> dict:
         try:
             for name in names:
                 argv = ["taskset", "-c", str(core), sys.executable, here, "--against-worker",
-                        "--episodes", str(args.episodes)] + (["--per-weight"] if name == PER_WEIGHT else [])
+                        "--episodes", str(args.episodes)] + VARIANTS.get(name, [])
                 workers[name] = common.Worker(name, argv, common.child_env(cands[name]), cwd=d)
             for kind in KINDS:
                 for name in names:
                     first[name][kind] = workers[name].call(op="run", kind=kind)
             for rep in range(args.reps):
                 for kind in KINDS:
-                    for name in names[rep % 3:] + names[:rep % 3]:
+                    for name in names[rep % len(names):] + names[:rep % len(names)]:
                         r = workers[name].call(op="run", kind=kind)
                         out[name][kind].append(r)
                         print(f"  rep {rep + 1} {name:28s} {kind:8s} {r['cpu_per_1000_steps']:.3f} s CPU per 1000 "
@@ -310,7 +321,6 @@ def against(args) -> dict:
         commands = time_commands(args, {new_name: new_tree, NO_CACHE: new_tree, old_name: old_tree},
                                  d) if args.commands else None
     busy = load.busy_cores()
-    new, per_weight, old = names
     med = statistics.median
 
     def episodes(r: dict) -> tuple:
@@ -321,25 +331,33 @@ def against(args) -> dict:
         return all(episodes(x) == episodes(runs[0]) for x in runs)
 
     result = {"against": args.against, "new": args.new, "reps": args.reps, "episodes": args.episodes,
-              "busy_cores": busy, "commands": commands, "first": first}
+              "busy_cores": busy, "commands": commands, "first": first, "steady": out}
     print(f"\nRollouts on Car Racing ({common.CAR_RACING.name}, declared weights), {args.episodes} episodes on "
           f"the first evaluation seeds, CPU s per 1000 env steps: a Rollout's first run (compile and envs "
-          f"included), then the median of {args.reps} interleaved repetitions (steps only):")
-    print(f"{'':18s} {new:>18s} {per_weight:>27s} {old:>18s} {'new / old':>10s} {'per-weight / old':>17s}  "
-          f"identical returns and lengths: per-weight, new")
-    for kind in KINDS:
-        a, pw, b = ([first[n][kind]["cpu_per_1000_steps"]] for n in (new, per_weight, old))
-        print(f"{kind + ', first':18s} {a[0]:18.3f} {pw[0]:27.3f} {b[0]:18.3f} {a[0] / b[0]:10.3f} "
-              f"{pw[0] / b[0]:17.3f}")
-        a, pw, b = ([r["cpu_per_1000_steps"] for r in out[n][kind]] for n in (new, per_weight, old))
-        ratio, ratio_pw = common.paired_ratio(a, b), common.paired_ratio(pw, b)
-        result[kind] = {"new": a, "per_weight": pw, "old": b, "ratio": ratio, "ratio_per_weight": ratio_pw,
-                        "identical": same(per_weight, old, kind), "identical_grouped": same(new, old, kind)}
-        print(f"{kind + ', steady':18s} {med(a):18.3f} {med(pw):27.3f} {med(b):18.3f} {ratio:10.3f} "
-              f"{ratio_pw:17.3f}  {result[kind]['identical']}, {result[kind]['identical_grouped']}")
-        print(f"{'':18s} per-repetition new / old: " + ", ".join(f"{x / y:.3f}" for x, y in zip(a, b)))
-    print("identical: every episode's return (float64) and length in every run, per-weight transforms against "
-          "the old tree; then this tree's default (grouped transforms, last-bit differences) against the old tree")
+          f"included), then the median of {args.reps} interleaved repetitions (steps only); ratios to the old tree "
+          "(steady: the median of per-repetition ratios); identical: every episode's return (float64) and length, "
+          "in every run, the same as the old tree's")
+    rows = []
+    for name in names:
+        row = [name]
+        for kind in KINDS:
+            f0, b0 = first[name][kind]["cpu_per_1000_steps"], first[old_name][kind]["cpu_per_1000_steps"]
+            a, b = ([r["cpu_per_1000_steps"] for r in out[n][kind]] for n in (name, old_name))
+            ratio = common.paired_ratio(a, b)
+            result.setdefault("ratios", {}).setdefault(name, {})[kind] = {
+                "first": f0 / b0, "steady": ratio, "identical": same(name, old_name, kind),
+                "per_repetition": [x / y for x, y in zip(a, b)]}
+            row += [f"{f0:.3f}", f"{f0 / b0:.3f}", f"{med(a):.3f}", f"**{ratio:.3f}**" if name != old_name else "1",
+                    str(same(name, old_name, kind))]
+        rows.append(row)
+    print(common.table(["candidate"] + [f"{k} {c}" for k in KINDS for c in
+                                        ("first", "first / old", "steady", "steady / old", "identical")], rows))
+    for name in names[:-1]:
+        for kind in KINDS:
+            print(f"  {name}, {kind}: per-repetition steady / old " + ", ".join(
+                f"{x:.3f}" for x in result["ratios"][name][kind]["per_repetition"]))
+    print("(per-weight transforms are the old trees' (the grouped ones round some weights differently in the last "
+          "float32 bit, which an episode amplifies); gymnasium's car: without envs/car_dynamics.ScalarCar)")
     if commands is not None:
         print(f"\nThe commands as whole processes, {args.episodes} episodes, process CPU s per run (median of "
               f"{args.reps}; ratio: median of per-repetition ratios to the old tree):")
@@ -366,6 +384,7 @@ def main(argv=None) -> int:
                     "not the working tree")
     ap.add_argument("--against-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--per-weight", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--stock-car", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-commands", dest="commands", action="store_false",
                     help="with --against: skip timing the polc eval and polc rollout processes")
     args = ap.parse_args(argv)
