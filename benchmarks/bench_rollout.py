@@ -43,8 +43,9 @@ shows how much of the ratio is the car's dynamics and how much polc's own part o
 
 Then (unless `--no-commands`) the commands themselves, whole processes (`polc eval
 initial.pol --env car_racing --episodes N` and `polc rollout ... --eval-seeds -o FILE`),
-their process CPU (user + system) per run: this tree with its compile cache warm (in a
-temporary XDG_CACHE_HOME, filled by an untimed first run), this tree with the cache off
+their process CPU (user + system) per run, after an untimed run of each (which writes the
+trees' bytecode, as an installed polc has it, under a temporary PYTHONPYCACHEPREFIX): this
+tree with its compile cache warm (in a temporary XDG_CACHE_HOME), this tree with the cache off
 (`POLC_NO_COMPILE_CACHE=1`), and the old tree (which has no such cache); each prints the
 same score line. `--new COMMIT` times polc at COMMIT as the new side instead of the
 working tree (so the tree may change while it runs).
@@ -265,14 +266,18 @@ def time_commands(args, cands: dict, d: str) -> dict:
         e = common.child_env(cands[name])
         e.update(XDG_CACHE_HOME=cache, POLC_NO_COMPILE_CACHE="1" if name == NO_CACHE else "0")
         e.pop("JAX_COMPILATION_CACHE_DIR", None)
+        # bytecode kept, as an installed polc's is (a temporary prefix keeps it out of the trees)
+        e.pop("PYTHONDONTWRITEBYTECODE", None)
+        e["PYTHONPYCACHEPREFIX"] = os.path.join(d, "pyc")
         if "xla_cpu_multi_thread_eigen" not in e.get("XLA_FLAGS", ""):
             e["XLA_FLAGS"] = (e.get("XLA_FLAGS", "") + " " + common.XLA_SINGLE_THREAD).strip()
         return e
 
     names = list(cands)
     out = {n: {k: {"cpu": [], "line": None} for k in KINDS.values()} for n in names}
-    for kind in KINDS.values():  # fill this tree's compile cache (the old tree has none)
-        process_cpu(argv(kind, common.idlest_core()), env(names[0]), d)
+    for name in names:  # untimed: writes every tree's bytecode and this tree's compile cache (the old has none)
+        for kind in KINDS.values():
+            process_cpu(argv(kind, common.idlest_core()), env(name), d)
     for rep in range(args.reps):
         for name in names[rep % len(names):] + names[:rep % len(names)]:
             for kind in KINDS.values():
