@@ -1,24 +1,26 @@
 """gymnasium's Car Racing car, its per-step dynamics in Python floats.
 
 `ScalarCar` is gymnasium's `Car` (gymnasium/envs/box2d/car_dynamics.py, 1.4.0, by Oleg
-Klimov, MIT licence) with `gas` and `step` rewritten line for line, every value and every
-Box2D call the same, with one difference: the scalar maths go through `math` and Python's
-operators instead of numpy. gymnasium calls `np.sign`, `np.square`, `np.sqrt` and `np.clip`
-on single numbers, about a dozen times per car per frame, and each such call (and all the
-arithmetic downstream of the numpy scalars they return) costs numpy's per-call overhead:
-swapping them for their scalar equivalents took 10% off a whole Car Racing rollout step
-(benchmarks: docs/performance.md, section 6). Why this is not left to the library: the
-stock car is what every Car Racing step pays, and there is no option to run it without
-numpy.
+Klimov, MIT licence) with `steer`, `brake`, `gas` and `step` rewritten line for line, every
+value and every Box2D call that changes the world the same, with one difference: the scalar
+maths run on Python floats instead of numpy scalars. gymnasium hands the car its action as
+numpy scalars and calls `np.sign`, `np.square`, `np.sqrt` and `np.clip` on single numbers,
+about a dozen times per car per frame, so nearly every operation of a frame paid numpy's
+per-call overhead; here the action's values become Python floats on arrival and those calls
+are `math` and Python's operators (a vector's components are also read as `.x` and `.y`, not
+through b2Vec2's Python `__getitem__`, and a joint's angle once). That took about a fifth off
+a whole Car Racing rollout step (docs/performance.md, section 6, "stop 32"). Why this is not
+left to the library: the stock car is what every Car Racing step pays, and gymnasium has no
+way to run it without numpy scalars.
 
 Why it is the same simulation: `+ - * /` and `sqrt` are IEEE-754 double operations, correctly
 rounded, in numpy's float64 and in Python's float alike, so every value below equals
-gymnasium's bit for bit; `_sign` and `_clip01` return what `np.sign` and `np.clip(x, 0, 1)`
-return (the signed zeros and NaN included, and an int for an int, as `np.sign` does); only
-their types differ (float instead of numpy.float64). tests/test_env_car_racing.py steps this
-car and gymnasium's side by side and compares every body's position, angle and velocities,
-every wheel's state and every observation bit for bit, over random, braking and expert
-driving.
+gymnasium's bit for bit (`float()` of a numpy float64 is exact); `_sign` and `_clip01` return
+what `np.sign` and `np.clip(x, 0, 1)` return (the signed zeros and NaN included, and an int for
+an int, as `np.sign` does); only the types differ (float instead of numpy.float64).
+tests/test_env_car_racing.py steps this car and gymnasium's side by side and compares every
+body's position, angle and velocities, every wheel's state and every observation bit for bit,
+over random, braking and expert driving.
 
 `SemanticCarRacing.reset` turns the car gymnasium built into a `ScalarCar` (its class
 only: the object, its bodies and joints stay gymnasium's).
@@ -51,7 +53,17 @@ def _clip01(x) -> float:
 
 
 class ScalarCar(Car):
-    """gymnasium's `Car`; `gas` and `step` in Python floats (see the module docstring)."""
+    """gymnasium's `Car`; `steer`, `brake`, `gas` and `step` in Python floats (see the module docstring)."""
+
+    def steer(self, s):
+        s = float(s)  # gymnasium hands over numpy scalars: the same value, as a Python float
+        self.wheels[0].steer = s
+        self.wheels[1].steer = s
+
+    def brake(self, b):
+        b = float(b)
+        for w in self.wheels:
+            w.brake = b
 
     def gas(self, gas):
         gas = _clip01(gas)
@@ -64,8 +76,9 @@ class ScalarCar(Car):
     def step(self, dt):
         for w in self.wheels:
             # Steer each wheel
-            dir = _sign(w.steer - w.joint.angle)
-            val = abs(w.steer - w.joint.angle)
+            turn = w.steer - w.joint.angle  # gymnasium reads the joint's angle twice (a Box2D call each)
+            dir = _sign(turn)
+            val = abs(turn)
             w.joint.motorSpeed = dir * min(50.0 * val, 3.0)
 
             # Position => friction_limit
@@ -75,12 +88,13 @@ class ScalarCar(Car):
                 friction_limit = max(friction_limit, FRICTION_LIMIT * tile.road_friction)
                 grass = False
 
-            # Force
+            # Force. A b2Vec2's `[0]` and `[1]` go through a Python `__getitem__` (3x its `.x`)
             forw = w.GetWorldVector((0, 1))
             side = w.GetWorldVector((1, 0))
             v = w.linearVelocity
-            vf = forw[0] * v[0] + forw[1] * v[1]  # forward speed
-            vs = side[0] * v[0] + side[1] * v[1]  # side speed
+            fx, fy, sx, sy, vx, vy = forw.x, forw.y, side.x, side.y, v.x, v.y
+            vf = fx * vx + fy * vy  # forward speed
+            vs = sx * vx + sy * vy  # side speed
 
             w.omega += dt * ENGINE_POWER * w.gas / WHEEL_MOMENT_OF_INERTIA / (abs(w.omega) + 5.0)
             self.fuel_spent += dt * ENGINE_POWER * w.gas
@@ -126,4 +140,4 @@ class ScalarCar(Car):
 
             w.omega -= dt * f_force * w.wheel_rad / WHEEL_MOMENT_OF_INERTIA
 
-            w.ApplyForceToCenter((p_force * side[0] + f_force * forw[0], p_force * side[1] + f_force * forw[1]), True)
+            w.ApplyForceToCenter((p_force * sx + f_force * fx, p_force * sy + f_force * fy), True)
