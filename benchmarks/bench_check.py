@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -36,16 +35,11 @@ import common
 import gen_program
 
 
-def children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def run_once(argv: list[str], env: dict) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one child process, start to exit."""
-    c0, t0 = children_cpu(), time.perf_counter()
+    c0, t0 = common.children_cpu(), time.perf_counter()
     p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    dt, cpu = time.perf_counter() - t0, children_cpu() - c0
+    dt, cpu = time.perf_counter() - t0, common.children_cpu() - c0
     if p.returncode != 0:
         raise SystemExit(f"`{' '.join(argv)}` exited {p.returncode}; a failing command is not benchmarked:\n"
                          f"{p.stderr[-3000:]}")

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -49,11 +48,6 @@ import common
 
 BEFORE = "cc9c491"  # main before issue 18's fit work
 CANDIDATES = ("old", "no cache", "cold cache", "warm cache")
-
-
-def _child_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def _env(tree: Path | None, cache_home: str | None, site: str | None = None) -> dict[str, str]:
@@ -72,9 +66,9 @@ def _env(tree: Path | None, cache_home: str | None, site: str | None = None) -> 
 def run_fit(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one child; raises if it fails."""
     core = common.idlest_core()
-    c0, t0 = _child_cpu(), time.perf_counter()
+    c0, t0 = common.children_cpu(), time.perf_counter()
     p = subprocess.run(["taskset", "-c", str(core), *argv], env=env, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
+    wall, cpu = time.perf_counter() - t0, common.children_cpu() - c0
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-3000:]}")
     return cpu, wall

@@ -239,16 +239,14 @@ VARIANTS = {PER_WEIGHT: ["--per-weight"], STOCK_CAR: ["--stock-car"]}
 
 def process_cpu(argv: list, env: dict, cwd: str) -> tuple[float, str]:
     """(user + system CPU seconds of the child process, the last line it printed)."""
-    import resource
     import subprocess
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # children waited for so far; one runs at a time
+    before = common.children_cpu()  # one child runs at a time
     p = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = common.children_cpu() - before
     said = (p.stdout.strip() or p.stderr.strip()).splitlines()  # polc rollout reports on stderr
     if p.returncode != 0 or not said:
         raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, said[-1]
 
 

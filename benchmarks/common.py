@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -137,6 +138,13 @@ def unconstrained_init() -> dict[str, float]:
 def cpu_seconds() -> float:
     """CPU time of this process, all threads (CLOCK_PROCESS_CPUTIME_ID: exact, not tick-sampled)."""
     return time.process_time()
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far: the difference
+    across one `subprocess.run` is that child's."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def calibrate(fn: Callable[[], object], target_s: float) -> int:
