@@ -139,6 +139,45 @@ def analyze(df):
     assert not result.ok and result.error == "The analysis raised KeyError at line 10: 'GEMINI_API_KEY'."
 
 
+def host_slab_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Slab:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no Slab line in /proc/meminfo")
+
+
+FILE_BOMB = """
+def analyze(df):
+    for i in range(300_000):
+        open(f"f{i}", "w").close()
+"""
+
+
+def test_a_file_bomb_hits_the_file_limit_while_host_slab_stays_bounded(trace):
+    # Empty files cost no tmpfs size, but each inode is host kernel memory (Slab): sample it
+    # from the host while the bomb runs (the tmpfs and its inodes are gone once it ends).
+    before, peak, done = host_slab_bytes(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], host_slab_bytes())
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = run(FILE_BOMB, trace, files=2000)
+    finally:
+        done.set()
+        sampler.join()
+    assert not result.ok and result.limit == "disk"
+    assert result.error == ("The analysis filled its working directory at line 4: it may write at "
+                            "most 16777216 bytes and create at most 2000 files and directories "
+                            "in all.")
+    # 2000 inodes are about 2 MB; unlimited, the bomb's 300,000 files grew Slab by ~300 MB
+    assert peak[0] - before < 64 << 20
+
+
 @pytest.mark.parametrize("target", [
     str(PROJECT / "runtime" / f"escape-{uuid.uuid4().hex}.py"),
     f"/tmp/polc-escape-{uuid.uuid4().hex}",

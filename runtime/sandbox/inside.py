@@ -140,7 +140,8 @@ def _enter_new_root(expose: list[str], newroot: str) -> None:
     this script, the sandbox's own folder with the trace and the work directory), /proc and a
     minimal /dev; the host's root is detached. No host directory (/run, /tmp, /home, /var, the
     project) and so no host socket file, terminal or device is left in view."""
-    _mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    # Every tmpfs gets an inode limit: an empty file costs no size but the host's kernel memory.
+    _mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=1024")
     bound: list[str] = []
     for path in [p for p in SYSTEM if os.path.lexists(p)] + sorted(expose):
         if not any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound):
@@ -149,7 +150,7 @@ def _enter_new_root(expose: list[str], newroot: str) -> None:
     _bind("/proc", newroot)
     dev = newroot + "/dev"
     os.mkdir(dev, 0o755)
-    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64")
     for name in DEVICES:
         _bind(f"/dev/{name}", newroot)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
@@ -209,7 +210,8 @@ def _init(spec: dict) -> None:
     try:
         owner = f",uid={uid},gid={uid}" if uid is not None else ""
         _mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV,
-               f"mode=0700,size={spec['limits']['disk_bytes']}{owner}")
+               f"mode=0700,size={spec['limits']['disk_bytes']},"
+               f"nr_inodes={spec['limits']['files']}{owner}")
         _enter_new_root(spec["expose"], spec["newroot"])
         _read_only_everywhere_but(work)
     except OSError as e:
