@@ -1,0 +1,80 @@
+"""Task files and user functions that go wrong (issue 34, item 7): each is one clear sentence and
+its exit code, never a Traceback, an internal error, a silent truncation or "nan ± nan"."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from polc.runtime.envs.errors import GymEnvError, SchemaFileError
+from polc.runtime.envs.gym_env import resolve
+from polc.runtime.envs.schema_file import read_schema_file
+from test_gym_env import POLICY, SCHEMA
+from toy_cli import polc
+
+FLAT_ENV = "gym:gym_test_envs:FlatReach-v0"
+
+
+@pytest.fixture
+def task(tmp_path):
+    (tmp_path / "reach.pol").write_text(POLICY)
+    (tmp_path / "env.toml").write_text(SCHEMA)
+    return tmp_path
+
+
+def test_a_schema_file_nested_5000_deep_is_refused_in_one_sentence(tmp_path):
+    path = tmp_path / "env.toml"
+    path.write_text(SCHEMA + "deep = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(SchemaFileError, match=re.escape(
+            f"{path}: not a schema file: its arrays or inline tables nest too deeply for tomllib to read")):
+        read_schema_file(str(path))
+
+
+@pytest.mark.parametrize("steps", [0, 10 ** 18, 1_000_001])
+def test_max_steps_is_bounded(tmp_path, steps):
+    path = tmp_path / "env.toml"
+    path.write_text(SCHEMA.replace("[obs.pos]", f"max_steps = {steps}\n[obs.pos]", 1))
+    with pytest.raises(SchemaFileError, match=re.escape(
+            f"{path}, line 2: max_steps must be a positive int of at most 1,000,000, not {steps}")):
+        read_schema_file(str(path))
+
+
+def test_a_kwarg_of_the_wrong_kind_fails_check_not_the_rollout(task, capsys):
+    toml = task / "env.toml"
+    toml.write_text(SCHEMA.replace("[obs.pos]", '[kwargs]\ngain = "string"\n[obs.pos]', 1))
+    with pytest.raises(SchemaFileError, match=re.escape(
+            f"{toml}, line 3: [kwargs] gain of gym:gym_test_envs:FlatReach-v0 must be a number (its default "
+            "is 2.0), not 'string'")):
+        resolve(str(toml))
+    code, _, err = polc(capsys, "check", "--env", str(toml), str(task / "reach.pol"))
+    assert code == 1 and "gain of gym:gym_test_envs:FlatReach-v0 must be a number" in err
+    toml.write_text(SCHEMA.replace("[obs.pos]", "[kwargs]\ngain = 3\n[obs.pos]", 1))
+    assert resolve(str(toml)).source.kwargs == (("gain", 3),)  # an int is a number
+    with pytest.raises(GymEnvError, match=re.escape("--env-kwargs: gain of gym:gym_test_envs:FlatReach-v0 must be "
+                                                    "a number (its default is 2.0), not True")):
+        resolve(str(toml), kwargs={"gain": True})
+
+
+@pytest.mark.parametrize("fn, message", [
+    ("nan_metric", 'the metric function "gym_test_envs:nan_metric" returned nan at step 0 of an episode of 40 '
+                   "steps; a score must be finite."),
+    ("short_metric", 'the metric function "gym_test_envs:short_metric" returned 3 values for an episode of 40 '
+                     "steps; it must return one number per step."),
+    ("text_metric", "the metric function \"gym_test_envs:text_metric\" returned str 'great'; it must return one "
+                    "number per step (an array of 40)."),
+    ("raising_metric", 'the metric function "gym_test_envs:raising_metric" raised KeyError: \'obs.no_such\' (on an '
+                       "episode of 40 steps)."),
+])
+def test_a_metric_that_is_not_one_finite_number_per_step_fails_the_run(task, capsys, fn, message):
+    code, out, err = polc(capsys, "eval", str(task / "reach.pol"), "--env", str(task / "env.toml"), "--seeds", "1",
+                          "--metric", f"gym_test_envs:{fn}")
+    assert code == 1 and err.strip().endswith(message) and "nan ± nan" not in out
+
+
+def test_an_expert_returning_three_values_for_a_one_value_action_is_refused(task, capsys):
+    code, _, err = polc(capsys, "demos", str(task / "env.toml"), "--expert", "gym_test_envs:three_values_expert",
+                        "--episodes", "1", "-o", str(task / "demo.parquet"))
+    assert code == 1
+    assert ("the expert gym_test_envs:three_values_expert returned ndarray array([0.5, 0. , 0. ], dtype=float32) "
+            "(the env's action array has 1 values, not 3)") in err
