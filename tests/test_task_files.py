@@ -78,3 +78,28 @@ def test_an_expert_returning_three_values_for_a_one_value_action_is_refused(task
     assert code == 1
     assert ("the expert gym_test_envs:three_values_expert returned ndarray array([0.5, 0. , 0. ], dtype=float32) "
             "(the env's action array has 1 values, not 3)") in err
+
+
+def test_a_task_folders_own_module_is_named_before_it_is_imported(tmp_path, capsys, monkeypatch):
+    """Issue 34, item 9: an env.toml can name a module of its folder (its env, its metric);
+    importing it runs its code, so polc says which module and file first."""
+    import sys
+    import uuid
+
+    module = f"task_env_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "import sys\nprint('MODULE CODE RAN', file=sys.stderr)\n"
+        "import gymnasium\n"
+        f"gymnasium.register('Local-v0', entry_point='gym_test_envs:FlatReach', max_episode_steps=40)\n")
+    (tmp_path / "reach.pol").write_text(POLICY)
+    (tmp_path / "env.toml").write_text(SCHEMA.replace("gym_test_envs:FlatReach-v0", f"{module}:Local-v0"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    code, _, err = polc(capsys, "check", "reach.pol")  # no --env: no environment is made
+    assert code == 0 and "MODULE CODE RAN" not in err and module not in sys.modules
+    code, _, err = polc(capsys, "check", "--env", "env.toml", "reach.pol")
+    said = (f'polc: importing module "{module}" ({tmp_path / module}.py) for gym:{module}:Local-v0; this runs '
+            "its code.")
+    assert code == 0 and said in err and err.index(said) < err.index("MODULE CODE RAN")
+    code, _, err = polc(capsys, "check", "--env", "env.toml", "reach.pol")
+    assert code == 0 and said not in err  # once per process, and only before the import

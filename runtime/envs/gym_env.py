@@ -36,6 +36,7 @@ from .metric import RETURN, Metric
 from .registry import EnvSpec, add_resolver
 from .schema import EnvSchema, Field
 from .schema_file import FieldEntry, SchemaFile, is_pol_name, line_of_key, read_schema_file, starter_toml
+from .user_code import announce_import
 from .user_expert import no_expert
 
 PREFIX = "gym:"
@@ -294,10 +295,11 @@ def importable_from_cwd() -> None:
         sys.path.append(os.getcwd())
 
 
-def import_env_module(module: str) -> None:
+def import_env_module(module: str, named_by: str = "") -> None:
     """Import the module that a `gym:MODULE:ID` names (gymnasium's own form: importing it
-    registers ID)."""
+    registers ID), saying so first when it is not an installed package (`announce_import`)."""
     importable_from_cwd()
+    announce_import(module, named_by)
     importlib.import_module(module)
 
 
@@ -305,7 +307,7 @@ def _make_raw(env_id: str, kwargs: Mapping[str, Any]) -> gym.Env:
     importable_from_cwd()
     try:
         if ":" in env_id:
-            import_env_module(env_id.rpartition(":")[0])
+            import_env_module(env_id.rpartition(":")[0], f"gym:{env_id}")
         return gym.make(env_id, **kwargs)
     except Exception as e:  # gymnasium raises many kinds (Error, ModuleNotFoundError, TypeError for kwargs)
         known = "" if ":" in env_id else " (gymnasium's ids: python -c 'import gymnasium; gymnasium.pprint_registry()')"
@@ -324,7 +326,7 @@ def _kwarg_problems(env_id: str, kwargs: Mapping[str, Any]) -> list[tuple[str, s
     module, _, name = env_id.rpartition(":")
     try:
         if module:
-            import_env_module(module)  # as gym.make would, first
+            import_env_module(module, f"gym:{env_id}")  # as gym.make would, first
         creator = gym.envs.registration.load_env_creator(gym.spec(name).entry_point)
         params = inspect.signature(creator).parameters
     except Exception:  # noqa: BLE001 - not registered, not loadable, no signature: gym.make says
@@ -437,6 +439,7 @@ def _metric_from(m: Mapping[str, Any], error) -> Metric:
         try:
             if not module:
                 raise ImportError("give it as MODULE:FUNCTION")
+            announce_import(module, f'the metric function "{m["function"]}"')
             per_step = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as e:
             raise error(f'function "{m["function"]}" cannot be loaded: {type(e).__name__}: {e}') from None
