@@ -15,8 +15,9 @@ which is how polc runs here and in CI):
   socket, and no UNIX socket either, in a host directory or the abstract namespace;
 - a file system of its own: a tmpfs root holding only the system's programs, libraries and
   configuration (/usr, /bin, /sbin, /lib*, /etc), the Python installation, inside.py, a copy
-  of the trace, its working directory, its PID namespace's /proc and five devices (null, zero,
-  full, random, urandom). No host socket file, terminal, home, /tmp, /run, /var or project
+  of the trace, its working directory, an empty /proc (init detaches its PID namespace's /proc
+  before the harness starts: /proc/*/mountinfo would show the host's side of each mount) and
+  five devices (null, zero, full, random, urandom). No host socket file, terminal, home, /tmp, /run, /var or project
   file is in view. Every mount is read-only except the working directory, a fresh tmpfs
   (limited in size and in files, so a file bomb cannot grow the host kernel's memory) that is
   its HOME and TMPDIR; the sandbox's other tmpfs mounts (its root, /dev) have inode limits too;
