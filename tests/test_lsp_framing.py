@@ -108,6 +108,35 @@ def test_after_a_badly_framed_message_the_server_still_answers(server, bad, said
     assert any(said in line for line in logs), logs
 
 
+# Well framed, but not what a client sends: each is refused or ignored, and the next request is
+# answered (the sweep's fuzzing of JSON content, kept as a probe).
+HOSTILE_JSON = [
+    b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "textDocument/hover", "params": {}}',
+    b'{"jsonrpc": "2.0", "id": 5, "method": "textDocument/hover", "params": "not an object"}',
+    b'{"jsonrpc": "2.0", "id": 6, "method": "textDocument/hover", "params": {"textDocument": {"uri": 7},'
+    b' "position": {"line": -1, "character": 1e308}}}',
+    b'{"jsonrpc": "2.0", "id": 99999999999999999999999999, "method": "polc/ping"}',
+    b'{"jsonrpc": "1.0", "method": 12}',
+    b'{"id": 8}',
+    b'[1, 2, 3]',
+    rb'"\ud800"',
+    b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": "file:///x.pol",'
+    b' "languageId": "pol", "version": "one", "text": null}}}',
+    b'{"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {"textDocument": {"uri": "file:///none.pol",'
+    b' "version": 2}, "contentChanges": [{"range": {"start": {"line": 99, "character": 0},'
+    b' "end": {"line": 0, "character": 0}}, "text": "x"}]}}',
+]
+
+
+@pytest.mark.parametrize("body", HOSTILE_JSON, ids=[f"json-{i}" for i in range(len(HOSTILE_JSON))])
+def test_hostile_json_content_is_refused_and_the_server_answers_on(server, body):
+    id_ = 200 + HOSTILE_JSON.index(body)
+    server.send(frame(body) + frame(request(id_, "polc/ping")))
+    reply, _ = server.answer(id_)
+    assert reply["error"]["code"] == -32601
+    assert server.proc.poll() is None
+
+
 def test_shutdown_is_answered_after_all_that_and_exit_ends_it_cleanly(server):
     server.send(frame(PING, 3))  # one more bad message right before shutdown
     server.send(frame(request(999, "shutdown")))
