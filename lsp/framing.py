@@ -29,6 +29,8 @@ HEADER_END = b"\r\n\r\n"
 LENGTH = re.compile(rb"content-length:[ \t]*([^\r\n]*)", re.IGNORECASE)
 # the start of a header inside a body: impossible in JSON (see the module's docstring)
 NEXT_HEADER = re.compile(rb"content-length:[ \t]*\d+[ \t]*\r\n", re.IGNORECASE)
+PARTIAL = re.compile(rb"content-length:[ \t]*\d*[ \t]*\r?", re.IGNORECASE)  # its first part
+HEADER_LINE = re.compile(rb"[A-Za-z0-9-]+:[ \t]*[\x20-\x7e]*")
 
 
 @dataclass(frozen=True)
@@ -135,8 +137,6 @@ class Framer:
         return False
 
 
-PARTIAL = re.compile(rb"content-length:[ \t]*\d*[ \t]*\r?", re.IGNORECASE)
-
 def _is_header_line(line: bytes) -> bool:
     """`Content-Type: ...` and the like: a name, a colon, printable ASCII."""
-    return re.fullmatch(rb"[A-Za-z0-9-]+:[ \t]*[\x20-\x7e]*", line) is not None
+    return HEADER_LINE.fullmatch(line) is not None
