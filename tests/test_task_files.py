@@ -103,3 +103,36 @@ def test_a_task_folders_own_module_is_named_before_it_is_imported(tmp_path, caps
     assert code == 0 and said in err and err.index(said) < err.index("MODULE CODE RAN")
     code, _, err = polc(capsys, "check", "--env", "env.toml", "reach.pol")
     assert code == 0 and said not in err  # once per process, and only before the import
+
+
+def raising_per_step(columns: dict):
+    raise KeyError("obs.no_such")
+
+
+@pytest.mark.slow  # 1.5 s or more (a round is fitted before it is scored): left to the full suite
+def test_a_metric_that_raises_during_refine_is_a_resumable_error_not_an_internal_one(tmp_path, capsys):
+    """refine scores its rounds with the env's metric too: the same sentence, refine's exit 1."""
+    from dataclasses import replace
+
+    from refine_helpers import ANALYSIS, STOP, make_task
+
+    from polc.cli import main
+    from polc.runtime import envs
+    from polc.runtime.envs import toy
+    from polc.runtime.envs.metric import Metric
+
+    envs.add(replace(toy.SPEC, schema=replace(toy.SPEC.schema, name="toy_reach_bad_metric"),
+                     metric=Metric("raising", "raising", True, "raises", raising_per_step)))
+    task = make_task(tmp_path / "task")
+    (task / "task.md").write_text((task / "task.md").read_text().replace("env: toy_reach", "env: toy_reach_bad_metric"))
+    session = tmp_path / "manual" / "replies"
+    session.mkdir(parents=True)
+    for i, text in enumerate([ANALYSIS, STOP]):
+        (session / f"{i:03d}.md").write_text(text)
+    code = main(["refine", str(task), "-o", str(tmp_path / "run"), "--llm", f"manual:{session.parent}", "--quick",
+                 "-q"])
+    _, err = capsys.readouterr()
+    assert code == 1, err
+    assert "Internal compiler error" not in err
+    assert "the metric function \"raising\" raised KeyError: 'obs.no_such'" in err
+    assert "polc refine --resume" in err
