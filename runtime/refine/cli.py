@@ -267,6 +267,7 @@ def _raised(tokens: int) -> str:
 
 
 def cmd_refine(args: argparse.Namespace) -> int:
+    from ..envs.errors import MetricError
     from ..io.table import TableError
     from ..llm import LLMError
     from ..sandbox.process import SandboxUnavailable
@@ -312,7 +313,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
         return 130
     except BudgetExhausted as e:
         return _budget_stop(run, loop, notice, task, e)
-    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError) as e:
+    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError, MetricError) as e:
         return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
                      f"`polc refine --resume {run.path}`.")
     _finish(run, loop, notice, status, task)
