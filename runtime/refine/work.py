@@ -25,7 +25,7 @@ class Settings:
     feedback: str = "analysis"       # analysis | table | none (the paper's ablation)
     rollout_episodes: int = 2        # traced episodes per round, on training seeds (resets)
     eval_episodes: int = 10          # untraced episodes per round on unseen seeds (not resets)
-    max_steps: Optional[int] = None  # episode limit; None: the environment's (1000)
+    max_steps: Optional[int] = None  # episode limit, only ever shortening the environment's own; None: the environment's
     restarts: int = 3                # imitation learning: restarts, epochs, patience
     max_epochs: int = 2000
     patience: int = 100
@@ -85,7 +85,9 @@ class Settings:
 
 
 # Fewer, shorter episodes and a short fit: the whole loop in about a minute. Returns of cut
-# episodes are not comparable with full ones (a lap takes about 600-900 steps).
+# episodes are not comparable with full ones (a lap takes about 600-900 steps). max_steps
+# cuts longer episodes only: an environment whose own limit is shorter (Reacher-v5: 50)
+# keeps it (`environment`).
 QUICK = dict(rollout_episodes=1, eval_episodes=3, max_steps=300, restarts=1, max_epochs=300, patience=30,
              quick=True)
 QUICK_ROUNDS = 2
@@ -127,11 +129,15 @@ def check(text: str, file: str, env: str) -> Checked:
 
 
 def environment(env: str, settings: Settings):
+    """The environment `env`, its episodes cut at `settings.max_steps` when that is shorter
+    than its own limit (never lengthened: --quick's 300 leaves Reacher-v5's 50 alone)."""
     from .. import envs
     from .envspec import ShortEpisodes
 
     spec = envs.get(env)
-    return ShortEpisodes(spec, settings.max_steps) if settings.max_steps else spec
+    if settings.max_steps and settings.max_steps < spec.max_steps:
+        return ShortEpisodes(spec, settings.max_steps)
+    return spec
 
 
 def rollout_seeds(spec: Any, demo_seeds: Sequence[int], n: int) -> list[int]:
