@@ -71,6 +71,7 @@ def scripted_notice(choice: Any, task_dir: str) -> str:
 def _new_run(args: argparse.Namespace):
     from .budget import Budget
     from .loop import load_task, write_config
+    from ..io.lock import lock_directory
     from .rundir import RunDir, RunDirError, default_name
     from .scripted import choose
     from .work import Settings, quick
@@ -94,9 +95,16 @@ def _new_run(args: argparse.Namespace):
     out = args.output or str(Path("runs") / default_name(task.dir))
     command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["refine"] else None
     try:
-        run = RunDir.create(out, write_config(settings, choice, task, command or f"polc refine {args.task}"))
+        RunDir.verify_new(Path(out))
+        lock = lock_directory(out, "polc refine")
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
+    try:
+        run = RunDir.create(out, write_config(settings, choice, task, command or f"polc refine {args.task}"))
+    except RunDirError as e:
+        lock.release()
+        raise UsageError(f"polc: {e}") from None
+    run.lock = lock
     run.update_config(llm_source=choice.source, **({"llm_options": dict(choice.options)} if choice.options else {}),
                       budget=budget.to_json(), **({"prices": list(prices.sources)} if prices is not None else {}),
                       **({"prices_file": str(Path(args.prices).resolve())} if getattr(args, "prices", None) else {}))
@@ -210,16 +218,28 @@ def _verify_session(choice: Any, settings: Any) -> None:
 
 
 def _resumed_run(args: argparse.Namespace):
-    from .loop import load_task
+    """The run directory of --resume, locked, with its task, settings and model."""
+    from ..io.lock import lock_directory
     from .rundir import RunDir, RunDirError
-    from .scripted import Choice
-    from .work import Settings
 
     try:
         run = RunDir.open(args.resume)
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
+    run.lock = lock_directory(run.path, "polc refine")  # before anything reads run.json for good
+    try:
+        return _resumed(args, run)
+    except BaseException:
+        run.unlock()
+        raise
+
+
+def _resumed(args: argparse.Namespace, run: Any):
     from dataclasses import replace
+
+    from .loop import load_task
+    from .scripted import Choice
+    from .work import Settings
 
     config = run.config
     kinds = {"task": str, "env": str, "llm": str, "llm_kind": str, "settings": dict}
@@ -267,13 +287,9 @@ def _raised(tokens: int) -> str:
 
 
 def cmd_refine(args: argparse.Namespace) -> int:
-    from ..io.table import TableError
+    from ..io.lock import DirectoryLocked
     from ..llm import LLMError
-    from ..sandbox.process import SandboxUnavailable
-    from .budget import BudgetExhausted
-    from .loop import Loop, RoundEnd, TaskError
-    from .report import Progress
-    from .rundir import RunDirError
+    from .loop import TaskError
 
     from ..cluster.flags import ENV, ray_address
     from ..il.jaxcache import enable
@@ -284,6 +300,25 @@ def cmd_refine(args: argparse.Namespace) -> int:
         os.environ[ENV] = address
     try:
         run, task, settings, choice = _resumed_run(args) if args.resume else _new_run(args)
+    except (TaskError, LLMError, DirectoryLocked) as e:
+        return _fail(str(e))
+    try:
+        return _refine(args, run, task, settings, choice, address)
+    finally:
+        run.unlock()
+
+
+def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice: Any, address: Any) -> int:
+    """The run `run` (locked), refined until it ends; the command's exit code."""
+    from ..llm import LLMError
+    from ..io.table import TableError
+    from ..sandbox.process import SandboxUnavailable
+    from .budget import BudgetExhausted
+    from .loop import Loop, RoundEnd, TaskError
+    from .report import Progress
+    from .rundir import RunDirError
+
+    try:
         prices, budget = _costs(args, run, choice)
     except (TaskError, LLMError) as e:
         return _fail(str(e))
