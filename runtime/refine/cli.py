@@ -82,7 +82,8 @@ def _new_run(args: argparse.Namespace):
     try:
         settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
                             eval_episodes=args.eval_episodes, candidates=args.candidates, seed=args.seed,
-                            **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}))
+                            **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}),
+                            **({} if args.max_reply_chars is None else {"max_reply_chars": args.max_reply_chars}))
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
     if args.quick:
@@ -251,9 +252,12 @@ def _resumed(args: argparse.Namespace, run: Any):
     except (TypeError, ValueError) as e:
         raise UsageError(f"polc: the settings in {run.path / 'run.json'} cannot be used ({e}).") from None
     task = load_task(config["task"], config["env"])
-    if args.llm_timeout is not None:  # this invocation's limit; the run's settings stay as recorded
+    # this invocation's limits; the run's settings stay as recorded
+    limits = {k: v for k, v in (("llm_timeout", args.llm_timeout), ("max_reply_chars", args.max_reply_chars))
+              if v is not None}
+    if limits:
         try:
-            settings = replace(settings, llm_timeout=args.llm_timeout)
+            settings = replace(settings, **limits)
         except ValueError as e:
             raise UsageError(f"polc: {e}.") from None
     options = config.get("llm_options") or {}
@@ -428,6 +432,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError("polc: generate needs --env NAME (e.g. --env car_racing).")
     try:
         timeout = check_timeout(args.llm_timeout) if args.llm_timeout is not None else Settings().llm_timeout
+        max_reply = Settings(**({} if args.max_reply_chars is None else {"max_reply_chars": args.max_reply_chars}))
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
     try:
@@ -443,7 +448,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         record = Path(args.output).with_suffix(".generate")
         record.mkdir(parents=True, exist_ok=True)
         call = Caller(open_backend(choice, timeout=timeout), record, 0,
-                      lambda s: print(f"notice: {s}", file=sys.stderr))
+                      lambda s: print(f"notice: {s}", file=sys.stderr), max_reply_chars=max_reply.max_reply_chars)
         task = Task(path.parent, text, env, path, None)
 
         def save(attempt: int, pol: str, result: Any) -> None:
@@ -539,3 +544,6 @@ def _timeout_flag(c: Any) -> None:
     c.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                    help="wall-clock limit of one LLM call over all its attempts (default 600); a call "
                         "that exceeds it stops the run")
+    c.add_argument("--max-reply-chars", type=int, metavar="N",
+                   help="the longest usable model reply (default 100000 characters): a longer one is recorded "
+                        "cut, sent back as unusable with the reason, and not repeated whole")

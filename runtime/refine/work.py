@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ..llm.base import DEFAULT_TIMEOUT
+from .replies import DEFAULT_MAX_REPLY_CHARS
 
 FEEDBACK_MODES = ("analysis", "table", "none")
+MIN_REPLY_CHARS = 1000  # the smallest reply-size limit: a short program with its prose fits
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Settings:
     max_regenerations: int = 5       # a structure that cannot be fitted is replaced this many times
     max_tests: int = 2               # TEST moves per round before REVISE or STOP is required
     max_reply_retries: int = 3       # unusable replies sent back with the reason, per request
+    max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS  # a longer reply is cut, unusable, and sent back by its beginning only
     n_envs: int = 0                  # environments stepped at once; 0: every episode (up to 64)
     analysis_cpu_seconds: int = 60
     analysis_wall_seconds: float = 120.0
@@ -48,6 +51,8 @@ class Settings:
             raise ValueError(f"feedback must be one of {', '.join(FEEDBACK_MODES)}, not {self.feedback!r}")
         if self.rounds < 1 or self.rollout_episodes < 1 or self.eval_episodes < 1:
             raise ValueError("rounds, rollout episodes and eval episodes must be at least 1")
+        if self.max_reply_chars < MIN_REPLY_CHARS:
+            raise ValueError(f"--max-reply-chars must be at least {MIN_REPLY_CHARS}, not {self.max_reply_chars}")
         if self.candidates < 1:
             raise ValueError(f"--candidates must be at least 1, not {self.candidates}")
         if not (0 < self.llm_timeout < math.inf):
