@@ -247,6 +247,9 @@ def writing(writer) -> Iterator:
             if kept:
                 print(f"polc: stopped; the {writer.episodes} finished episode(s) are in {kept} "
                       f"({writer.path} was not written).", file=sys.stderr)
+            elif writer.episodes:  # a full disk: not even the partial file could be written
+                print(f"polc: stopped; the {writer.episodes} finished episode(s) could not be kept either "
+                      f"({writer.path} was not written).", file=sys.stderr)
             elif isinstance(e, KeyboardInterrupt):
                 print("polc: interrupted before the first episode finished; nothing written.", file=sys.stderr)
             raise

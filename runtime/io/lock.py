@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional
 
+from polc.files import naming
+
 LOCK_NAME = ".lock"
 
 
@@ -72,9 +74,10 @@ def lock_directory(directory: str | os.PathLike, command: str) -> DirLock:
     naming the holder (pid, host, since when) when another process has it. `command`
     ("polc refine") is recorded for the next one to read."""
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
     path = d / LOCK_NAME
-    f = open(path, "a+", encoding="utf-8")
+    with naming(d):  # a read-only or full disk: WriteFailed naming the run directory
+        d.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a+", encoding="utf-8")
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -314,6 +314,8 @@ def cmd_refine(args: argparse.Namespace) -> int:
 
 def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice: Any, address: Any) -> int:
     """The run `run` (locked), refined until it ends; the command's exit code."""
+    from polc.files import write_error_text
+
     from ..llm import LLMError
     from ..io.table import TableError
     from ..sandbox.process import SandboxUnavailable
@@ -351,9 +353,12 @@ def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice
         return 130
     except BudgetExhausted as e:
         return _budget_stop(run, loop, notice, task, e)
-    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError) as e:
-        return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
-                     f"`polc refine --resume {run.path}`.")
+    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError, OSError) as e:
+        text = write_error_text(e) if isinstance(e, OSError) else f"polc: {e}"
+        if text is None:  # not a full or read-only disk: a bug, for the CLI to report
+            raise
+        return _fail(f"{text[len('polc: '):]}\nThe run stopped in the round in progress; after fixing this, "
+                     f"continue with `polc refine --resume {run.path}`.")
     _finish(run, loop, notice, status, task)
     if loop.history and loop.history[-1].get("unusable_replies"):
         print(f"polc: the run ended early because the model's replies could not be used (exit "
