@@ -84,10 +84,19 @@ def test_rl_and_experiment_are_refused_in_a_locked_directory(held, pol, capsys):
     _names_holder(capsys.readouterr().err, d, proc)
 
 
-def test_the_lock_of_a_killed_process_does_not_block(held):
+def test_the_lock_of_a_killed_process_does_not_block(held, tmp_path, capsys):
+    from polc.runtime.refine.rundir import RunDir
+    from polc.runtime.refine.work import Settings
+
     d, proc = held
+    RunDir.create(d, {"task": str(tmp_path / "gone"), "env": "toy_reach", "llm": "manual:x", "llm_kind": "manual",
+                      "settings": Settings().to_json()})
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert str(proc.pid) in (d / LOCK_NAME).read_text()  # the file stays; the kernel's lock went with the process
     with lock_directory(d, "polc refine"):
         assert str(os.getpid()) in (d / LOCK_NAME).read_text()
+    # --resume gets past the lock (and stops at the task folder this test left out)
+    assert main(["refine", "--resume", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert "in use" not in err and "gone" in err, err
