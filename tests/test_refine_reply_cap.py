@@ -57,3 +57,21 @@ def test_the_limit_is_a_setting_with_a_floor(capsys):
     assert Settings().max_reply_chars == 100_000 and Settings(max_reply_chars=5000).max_reply_chars == 5000
     assert main(["refine", "examples/car_racing", "--max-reply-chars", "10"]) == 2
     assert "polc: --max-reply-chars must be at least 1000, not 10." in capsys.readouterr().err
+
+
+def test_an_over_long_candidate_revision_is_not_a_candidate(tmp_path):
+    from types import SimpleNamespace
+
+    from polc.runtime.refine.population import Population
+    from refine_helpers import revise
+
+    model = FakeModel([revise() + "x" * 5000])
+    p = Population.__new__(Population)
+    p.d = SimpleNamespace(_move_prompt=[Message("user", "Choose a move.")])
+    p.messages, p._asked = [], None
+    p.call = Caller(model, tmp_path, 0, max_reply_chars=1000)
+    p.loop = SimpleNamespace(ui=SimpleNamespace(phase=lambda k, what: None))
+    p.k = 0
+    move, conversation, problem = p._ask(2, 2)
+    assert move is None and problem.startswith("unusable reply: it is longer than the limit of 1000 characters")
+    assert len(conversation[-1].text) < 1200
