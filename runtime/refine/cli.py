@@ -253,8 +253,8 @@ def _resumed(args: argparse.Namespace, run: Any):
         raise UsageError(f"polc: the settings in {run.path / 'run.json'} cannot be used ({e}).") from None
     task = load_task(config["task"], config["env"])
     # this invocation's limits; the run's settings stay as recorded
-    limits = {k: v for k, v in (("llm_timeout", args.llm_timeout), ("max_reply_chars", args.max_reply_chars))
-              if v is not None}
+    given = (("llm_timeout", args.llm_timeout), ("max_reply_chars", getattr(args, "max_reply_chars", None)))
+    limits = {k: v for k, v in given if v is not None}
     if limits:
         try:
             settings = replace(settings, **limits)
