@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from polc.files import WriteFailed, write_atomic, write_error_text
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
+CAR_RACING = str(Path(__file__).resolve().parents[1] / "examples" / "car_racing")
 ENOSPC = OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
 
 
@@ -112,7 +114,7 @@ def test_refine_on_a_full_disk_exits_1_with_the_resume_hint(tmp_path, capsys, mo
         raise WriteFailed(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "summary.json"))
 
     monkeypatch.setattr(loop.Loop, "run", full)
-    code = main(["refine", "examples/car_racing", "-o", str(tmp_path / "run"), "--quick", "-q"])
+    code = main(["refine", CAR_RACING, "-o", str(tmp_path / "run"), "--quick", "-q"])
     err = capsys.readouterr().err
     assert code == 1, err
     assert f"polc: cannot write {tmp_path / 'run' / 'summary.json'}: No space left on device (ENOSPC).\n" \

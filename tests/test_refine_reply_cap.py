@@ -5,6 +5,7 @@ conversation is unchanged."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from polc.runtime.refine.converse import Caller, ask
 from polc.runtime.refine.work import Settings
 from refine_helpers import STOP, FakeModel
 
+CAR_RACING = str(Path(__file__).resolve().parents[1] / "examples" / "car_racing")
 HUGE = "MOVE: STOP\n" + "the trace, pasted back: 0.123 0.456\n" * 300_000  # about 10.8 MB
 
 
@@ -55,7 +57,7 @@ def test_a_reply_under_the_limit_goes_back_whole(tmp_path):
 
 def test_the_limit_is_a_setting_with_a_floor(capsys):
     assert Settings().max_reply_chars == 100_000 and Settings(max_reply_chars=5000).max_reply_chars == 5000
-    assert main(["refine", "examples/car_racing", "--max-reply-chars", "10"]) == 2
+    assert main(["refine", CAR_RACING, "--max-reply-chars", "10"]) == 2
     assert "polc: --max-reply-chars must be at least 1000, not 10." in capsys.readouterr().err
 
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from polc.cli import main
 from polc.runtime.io.lock import LOCK_NAME, DirectoryLocked, lock_directory
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
+CAR_RACING = str(Path(__file__).resolve().parents[1] / "examples" / "car_racing")
 HOLDER = textwrap.dedent("""
     import sys, time
     from polc.runtime.io.lock import lock_directory
@@ -69,7 +71,7 @@ def test_refine_resume_is_refused_while_another_process_runs_it(held, capsys):
 
 def test_a_new_refine_run_is_refused_in_a_locked_directory(held, capsys):
     d, proc = held
-    assert main(["refine", "examples/car_racing", "-o", str(d), "--quick", "-q"]) == 1
+    assert main(["refine", CAR_RACING, "-o", str(d), "--quick", "-q"]) == 1
     _names_holder(capsys.readouterr().err, d, proc)
     assert sorted(p.name for p in d.iterdir()) == [LOCK_NAME]  # no run.json written
 
