@@ -31,6 +31,7 @@ from typing import Callable, Optional, Sequence
 
 from .ast import Span
 from .diagnostics import Diagnostic, InternalCompilerError, PolError, dumps, render_all
+from .files import write_error_text
 
 
 def __getattr__(name: str):
@@ -372,13 +373,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         print(str(e), file=sys.stderr)
         return 3
-    except Exception as e:  # a bug in polc: say so, without a traceback
+    except OSError as e:  # a full or read-only disk is the user's to fix (exit 1); anything else a bug
+        text = write_error_text(e)
+        if text is None:
+            if os.environ.get("POLC_DEBUG"):
+                raise
+            return _internal_error(e)
+        print(text, file=sys.stderr)
+        return 1
+    except Exception as e:
         if os.environ.get("POLC_DEBUG"):
             raise
-        print(f"Internal compiler error: {type(e).__name__}: {e}\n"
-              "This is a bug in polc, not in your program; rerun with POLC_DEBUG=1 for a traceback "
-              "and report it with the .pol file.", file=sys.stderr)
-        return 3
+        return _internal_error(e)
+
+
+def _internal_error(e: Exception) -> int:
+    """A bug in polc: say so, without a traceback."""
+    print(f"Internal compiler error: {type(e).__name__}: {e}\n"
+          "This is a bug in polc, not in your program; rerun with POLC_DEBUG=1 for a traceback "
+          "and report it with the .pol file.", file=sys.stderr)
+    return 3
 
 
 if __name__ == "__main__":  # pragma: no cover
