@@ -654,3 +654,17 @@ def test_polc_analyze_prints_only_its_own_sentence_on_a_forgery(trace, tmp_path,
     out, err = capsys.readouterr()
     assert err == "polc: The analysis exited with status 1 before analyze(df) returned.\n"
     assert FORGED not in err and " written: " in out
+
+
+def test_package_folders_a_pth_file_adds_are_exposed(tmp_path, monkeypatch):
+    """A venv layered over another through a `.pth` file (its packages in the other's
+    site-packages) gets that folder mounted, since the analysis's `python -I` reads `.pth` files
+    too; folders already under an exposed prefix, and folders that are not package folders, are not."""
+    shared = tmp_path / "shared" / "lib" / "site-packages"
+    shared.mkdir(parents=True)
+    inside_prefix = Path(sys.prefix) / "lib" / "site-packages"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(shared), str(tmp_path), str(inside_prefix)])
+    spec = sandbox._init_spec(tmp_path, LIMITS, 1, seccomp=True)
+    assert str(shared.resolve()) in spec["expose"]
+    assert str(tmp_path.resolve()) not in spec["expose"]
+    assert not [e for e in spec["expose"] if e.startswith(str(inside_prefix))]

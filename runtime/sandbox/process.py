@@ -174,12 +174,27 @@ def _init_spec(root: Path, limits: Limits, status_fd: int, seccomp: bool) -> dic
     expose = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, python, script)}
     expose |= {str(root / "input"), work}
     expose |= {os.path.abspath(p) for p in (sys.prefix, python)}  # the venv, as Python finds it
+    expose |= _package_dirs_outside(expose)
     return dict(mode="root" if as_root else "user", root=str(root), work=work,
                 newroot=str(root / "newroot"),
                 uid=random.SystemRandom().randrange(1 << 30, 1 << 31) if as_root else None,
                 expose=sorted(expose), python=python, script=script, seccomp=seccomp,
                 netns=os.stat("/proc/self/ns/net").st_ino, status_fd=status_fd,
                 env=clean_env(work), limits=limits.__dict__)
+
+
+def _package_dirs_outside(exposed: set[str]) -> set[str]:
+    """Package folders on sys.path outside the exposed prefixes: a `.pth` file in the venv can put
+    another installation's site-packages on the path (a venv layered over a shared one), and the
+    analysis's `python -I` processes `.pth` files too, so pandas and pyarrow may live there."""
+    found = set()
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if os.path.basename(real) not in ("site-packages", "dist-packages") or not os.path.isdir(real):
+            continue
+        if not any(real == e or real.startswith(e.rstrip("/") + "/") for e in exposed):
+            found.add(real)
+    return found
 
 
 def _command(spec: dict) -> list[str]:
