@@ -113,15 +113,14 @@ class CSource:
     h: str  # the .h file it includes
 
 
-def weight_values(tp: TypedProgram, params: Mapping[str, Any], origin: str) -> Weights:
-    """The float32 values `lower(tp).apply(params, .)` computes with: its (jitted) `constrain`
-    of the unconstrained `params`, and the mlp blocks' Dense layers. Imports jax."""
-    import jax
-
+def weight_values(tp: TypedProgram, params: Mapping[str, Any], origin: str, policy: Any = None) -> Weights:
+    """The float32 values `lower(tp).apply(params, .)` computes with: `constrain` of the
+    unconstrained `params` (the grouped transforms `apply` uses), and the mlp blocks' Dense
+    layers. `policy` is `lower(tp)` when the caller has it. Imports jax."""
     from .lower import all_mlps, lower
 
-    policy = lower(tp)
-    values = {k: np.asarray(v, np.float32) for k, v in jax.jit(policy.constrain)(params).items()}
+    policy = policy or lower(tp)
+    values = {k: np.asarray(v, np.float32) for k, v in policy.constrain(params).items()}
     mlps = {}
     for key in all_mlps(tp):
         layers = params[key]
@@ -485,11 +484,12 @@ def _guard(header: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in header).upper() + "_"
 
 
-def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h") -> CSource:
+def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix: Optional[str] = None) -> CSource:
     """The policy as C99: a .c file that includes `header`, and the header (see the module
-    docstring; docs/deploying.md shows the API)."""
+    docstring; docs/deploying.md shows the API). Every global name starts with `prefix`
+    (default: the policy's name), so several policies link into one program."""
     names = _Names(tp)
-    p = tp.name
+    p = prefix or tp.name
     P = p.upper()
     obs_t, act_t, lat_t, w_t = p + "_obs", p + "_action", p + "_latents", p + "_weights"
     mlps = sorted(tp.mlps, key=lambda m: m.key)
