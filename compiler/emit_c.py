@@ -130,8 +130,10 @@ def weight_values(tp: TypedProgram, params: Mapping[str, Any], origin: str, poli
 
 
 def literal(v: Any) -> str:
-    """A float32 C literal that reads back as float32(v) exactly (the shortest such decimal)."""
-    x = np.float32(v)
+    """A float32 C literal that reads back as float32(v) exactly (the shortest such decimal);
+    beyond float32's range, an infinity (as JAX rounds a Python float)."""
+    with np.errstate(over="ignore"):
+        x = np.float32(v)
     if np.isnan(x):
         return "NAN"
     if np.isinf(x):
