@@ -254,3 +254,87 @@ def test_literal_reads_back_exactly():
         assert text.endswith("f") and ("." in text or "e" in text)
         assert np.float32(float(text[:-1])) == np.float32(v)
     assert (literal(math.inf), literal(-math.inf), literal(math.nan)) == ("INFINITY", "-INFINITY", "NAN")
+
+
+# ---- the command and the C API ------------------------------------------------------------
+
+PENDULUM = os.path.join(ROOT, "examples", "pendulum", "initial.pol")
+
+DRIVER = r'''#include <stdio.h>
+#include "pend.h"
+
+int main(void) {
+    pendulum_obs obs = {.cos_th = 0.6f, .sin_th = -0.8f, .th_dot = 2.5f};
+    pendulum_action act;
+    pendulum_latents lat;
+    pendulum_step(&obs, &act, &lat);
+    float rows[PENDULUM_OBS_SIZE] = {0.6f, -0.8f, 2.5f}, acts[PENDULUM_ACTION_SIZE], lats[PENDULUM_LATENTS_SIZE];
+    pendulum_step_batch(NULL, 1, rows, acts, lats);
+    pendulum_action again;
+    pendulum_step_with(&pendulum_default_weights, &obs, &again, NULL);
+    printf("%.9g %.9g %.9g %.9g\n", (double)act.torque, (double)acts[0], (double)again.torque, (double)lat.energy);
+    return 0;
+}
+'''
+
+
+def test_compile_writes_c_and_header_that_a_c_program_calls(tmp_path, capsys):
+    """`polc compile -o pend.c --params P`: both files, the params file's weights baked in, the
+    struct entry points and the batch one agreeing, from a C program built with the flags."""
+    from polc.cli import main
+    from polc.runtime.io.params import load_params
+
+    out = tmp_path / "pend.c"
+    params = os.path.join(ROOT, "examples", "pendulum", "fit.params")
+    assert main(["compile", PENDULUM, "-o", str(out), "--params", params]) == 0
+    assert "wrote" in capsys.readouterr().err
+    text = out.read_text()
+    assert (tmp_path / "pend.h").exists() and '#include "pend.h"' in text
+    tp = load(PENDULUM, analyze=False).typed
+    policy = lower(tp)
+    values = policy.constrain(load_params(params, policy))
+    assert f".kp = {literal(values['kp'])}," in text  # the fitted value, as apply computes with it
+    assert "/* latent energy: kinetic plus potential energy */" in text
+    (tmp_path / "main.c").write_text(DRIVER)
+    exe = tmp_path / "main"
+    subprocess.run([c_compiler(), *CFLAGS, "-o", str(exe), str(tmp_path / "main.c"), str(out), "-lm"], check=True)
+    torque, batch_torque, with_torque, energy = map(float, subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.split())
+    assert torque == batch_torque == with_torque
+    obs = {"cos_th": np.float32(0.6), "sin_th": np.float32(-0.8), "th_dot": np.float32(2.5)}
+    acts, lats = policy.apply(load_params(params, policy), obs)
+    assert abs(torque - float(acts["torque"])) <= TOLERANCE * 2 ** -23
+    assert abs(energy - float(lats["energy"])) <= TOLERANCE * 2 ** -23 * max(1.0, abs(energy))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-o", "x.py", "--params", "p.params"], "polc: --params bakes weights into C output only (-o X.c)"),
+    (["--emit", "c"], "polc: C output is two files (X.c and X.h): name the .c file with -o."),
+    (["-o", "x.c", "--params", "missing.params"], "polc: cannot read 'missing.params': no such file."),
+])
+def test_compile_c_usage_errors(tmp_path, monkeypatch, capsys, argv, message):
+    from polc.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", PENDULUM, *argv]) == 2
+    assert capsys.readouterr().err.startswith(message)
+    assert not (tmp_path / "x.c").exists()
+
+
+def test_compile_c_with_params_of_another_program(tmp_path, capsys):
+    from polc.cli import main
+
+    mlp_params = os.path.join(ROOT, "examples", "pendulum", "mlp.params")
+    assert main(["compile", PENDULUM, "-o", str(tmp_path / "x.c"), "--params", mlp_params]) == 2
+    err = capsys.readouterr().err
+    assert "fitted for a different structure" in err and 'weight "kp" (real) is missing from the file' in err
+    assert not (tmp_path / "x.c").exists()
+
+
+def test_names_that_clash_with_c_are_renamed():
+    """A Pol name that is a C keyword or a <math.h> macro gets a trailing underscore."""
+    tp = loads('policy p\nobs int : real\nobs NAN : real\nlatent float = int + NAN\n'
+               'action double : real in [-1, 1] = float\n', "clash.pol", analyze=False).typed
+    src = emit_c(tp, weight_values(tp, {}, "none"))
+    assert "const float float_ = obs->int_ + obs->NAN_;" in src.c
+    assert "float double_;  /* in [-1, 1] */" in src.h
