@@ -320,8 +320,8 @@ class _Emitter:
         self.keep.append(e)
         return name
 
-    def reduction(self, e: T.Reduce, owner: str) -> None:
-        name = self.temp(e, owner, e.fn)
+    def reduction(self, e: T.Reduce, owner: str, name: Optional[str] = None) -> None:
+        name = name or self.temp(e, owner, e.fn)
         xs = e.x.type.shape
         out = e.type.shape
         values = []
@@ -383,7 +383,14 @@ class _Emitter:
 
     def node(self, node) -> None:
         name = self.names.c[node.name]
-        self.materialise(node.expr, name)
+        e = node.expr
+        if isinstance(node, T.Latent) and isinstance(e, T.Reduce) and e.type.shape == node.type.shape:
+            # `latent x = mean(...)`: the reduction is computed under the latent's own name
+            for c in T.children(e):
+                self.materialise(c, name)
+            self.reduction(e, name, name)
+            return
+        self.materialise(e, name)
         ctype = "int" if node.type.base == T.BOOL else "float"
         shape = node.type.shape
         values = []
@@ -507,10 +514,11 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
     em = _Emitter(tp, names, mlp_names)
     body: list[str] = []
     for node in tp.nodes:
-        kind = "latent" if isinstance(node, T.Latent) else "action"
         body.append("")
-        body.append(f"/* {_source_text(tp, node.span)} */" if not node.doc else
-                    f"/* {kind} {node.name}: {_comment_text(node.doc)} */")
+        text = _source_text(tp, node.span)
+        if node.doc and _comment_text(node.doc) not in text:
+            text += f' "{_comment_text(node.doc)}"'
+        body.append(f"/* {text} */")
         em.lines = []
         em.node(node)
         body += em.lines

@@ -294,7 +294,7 @@ def test_compile_writes_c_and_header_that_a_c_program_calls(tmp_path, capsys):
     policy = lower(tp)
     values = policy.constrain(load_params(params, policy))
     assert f".kp = {literal(values['kp'])}," in text  # the fitted value, as apply computes with it
-    assert "/* latent energy: kinetic plus potential energy */" in text
+    assert '/* latent energy = square(th_dot) / 6 + 5 * cos_th "kinetic plus potential energy" */' in text
     (tmp_path / "main.c").write_text(DRIVER)
     exe = tmp_path / "main"
     subprocess.run([c_compiler(), *CFLAGS, "-o", str(exe), str(tmp_path / "main.c"), str(out), "-lm"], check=True)
