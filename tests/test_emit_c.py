@@ -24,15 +24,19 @@ import glob
 import math
 import os
 import subprocess
+import tempfile
 
 import jax
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from polc import PolError, load, loads, reference, transforms
 from polc.emit_c import emit_c, literal, weight_values
 from polc.lower import lower
 from polc.runtime.io.c_policy import CFLAGS, build_many, c_compiler
+from test_differential import programs
+from tiers import examples
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOLERANCE = 64  # ulps of max(|x|, 1): see the module docstring
@@ -338,3 +342,18 @@ def test_names_that_clash_with_c_are_renamed():
     src = emit_c(tp, weight_values(tp, {}, "none"))
     assert "const float float_ = obs->int_ + obs->NAN_;" in src.c
     assert "float double_;  /* in [-1, 1] */" in src.h
+
+
+# ---- random programs ------------------------------------------------------------------------
+
+@pytest.mark.slow
+@settings(max_examples=examples(25), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=programs())
+def test_random_programs_agree_with_jax(text):
+    """test_differential's random programs (every op, function, reduction, index form,
+    if/else, vector literal, mlp) through the C back end: one compiler run and one jit each."""
+    tp = loads(text, "random.pol", analyze=False).typed
+    with tempfile.TemporaryDirectory() as work:
+        case = build_cases([("random", tp)], work)["random"]
+        assert_agrees(case, TOLERANCE)
