@@ -225,6 +225,9 @@ def _compile_c(args: argparse.Namespace, tp) -> None:
         raise UsageError("polc: C output is two files (X.c and X.h): name the .c file with -o.")
     stem = os.path.splitext(args.output)[0]
     header = os.path.basename(stem) + ".h"
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", header):
+        raise UsageError(f"polc: cannot write '{args.output}': the .c file includes its header by name, so "
+                         f"the name may hold only letters, digits and _ . + -.")
     src = emit_c(tp, _c_weights(tp, args.params), header)
     write_atomic(stem + ".h", src.h)
     write_atomic(args.output, src.c)

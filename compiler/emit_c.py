@@ -119,7 +119,8 @@ def _flat_names(tp: TypedProgram, names: Names, group, prefix: str) -> list[tupl
 
 
 def _guard(header: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in header).upper() + "_"
+    """The include guard of `header`: POLC_ + its name in capitals (a name may start with a digit)."""
+    return "POLC_" + "".join(c if c.isascii() and c.isalnum() else "_" for c in header).upper() + "_"
 
 
 def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix: Optional[str] = None) -> CSource:

@@ -293,7 +293,7 @@ def test_compile_writes_c_and_header_that_a_c_program_calls(tmp_path, capsys):
     assert main(["compile", PENDULUM, "-o", str(out), "--params", params]) == 0
     assert "wrote" in capsys.readouterr().err
     text = out.read_text()
-    assert (tmp_path / "pend.h").exists() and '#include "pend.h"' in text
+    assert '#include "pend.h"' in text and "#ifndef POLC_PEND_H_" in (tmp_path / "pend.h").read_text()
     tp = load(PENDULUM, analyze=False).typed
     policy = lower(tp)
     values = policy.constrain(load_params(params, policy))
@@ -315,6 +315,7 @@ def test_compile_writes_c_and_header_that_a_c_program_calls(tmp_path, capsys):
     (["-o", "x.py", "--params", "p.params"], "polc: --params bakes weights into C output only (-o X.c)"),
     (["--emit", "c"], "polc: C output is two files (X.c and X.h): name the .c file with -o."),
     (["-o", "x.c", "--params", "missing.params"], "polc: cannot read 'missing.params': no such file."),
+    (["-o", "my policy.c"], "polc: cannot write 'my policy.c': the .c file includes its header by name"),
 ])
 def test_compile_c_usage_errors(tmp_path, monkeypatch, capsys, argv, message):
     from polc.cli import main
