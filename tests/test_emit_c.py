@@ -348,7 +348,7 @@ def test_names_that_clash_with_c_are_renamed():
 # ---- random programs ------------------------------------------------------------------------
 
 @pytest.mark.slow
-@settings(max_examples=examples(25), deadline=None,
+@settings(max_examples=examples(10), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=programs())
 def test_random_programs_agree_with_jax(text):
