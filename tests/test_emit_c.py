@@ -358,3 +358,36 @@ def test_random_programs_agree_with_jax(text):
     with tempfile.TemporaryDirectory() as work:
         case = build_cases([("random", tp)], work)["random"]
         assert_agrees(case, TOLERANCE)
+
+
+# ---- rollouts with the C back end (polc eval --backend c) ------------------------------------
+
+def test_rollouts_with_the_c_backend_follow_jax():
+    """The same episodes with the C step as with the jitted one: every traced column within the
+    tolerance, at params other than the baked-in ones (the weights struct passed at run time)."""
+    from polc.runtime.envs import toy
+    from polc.runtime.trace.rollout import RolloutConfig, rollout
+
+    policy = loads(toy.reach_policy(), "reach.pol", analyze=False).compile()
+    params = {k: v + 0.3 for k, v in policy.init(jax.random.PRNGKey(0)).items()}
+    seeds = [10_000, 10_001, 10_002]
+    episodes: dict = {"jax": [], "c": []}
+    for backend, out in episodes.items():
+        rollout(policy, params, toy.SPEC, seeds, RolloutConfig(n_envs=2, backend=backend), out.append)
+    for j, c in zip(*episodes.values()):
+        assert (j.seed, j.length) == (c.seed, c.length) and abs(j.ret - c.ret) <= 1e-4 * max(1.0, abs(j.ret))
+        assert set(j.columns) == set(c.columns)
+        for name, value in j.columns.items():
+            if name.startswith(("latent.", "mean.", "action.")):
+                err = ulps_of_scale(np.asarray(c.columns[name], np.float32), np.asarray(value, np.float32))
+                assert err.max() <= TOLERANCE, f"{name}: {err.max()} ulps"
+    with pytest.raises(ValueError, match="the C back end computes the mean actions only"):
+        rollout(policy, params, toy.SPEC, seeds, RolloutConfig(backend="c", sample=True))
+
+
+def test_eval_backend_c_refuses_sampling(capsys):
+    from polc.cli import main
+
+    assert main(["eval", PENDULUM, "--env", os.path.join(ROOT, "examples", "pendulum", "env.toml"),
+                 "--backend", "c", "--sample", "--episodes", "1"]) == 2
+    assert "polc: --backend c computes the mean actions only; it cannot --sample." in capsys.readouterr().err

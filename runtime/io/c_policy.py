@@ -43,6 +43,17 @@ def sizes(tp: TypedProgram) -> tuple[int, int, int]:
     return tuple(sum(d.type.size for d in group) for group in (tp.obs, tp.actions, tp.latents))
 
 
+def pack_weights(tp: TypedProgram, weights: Weights) -> Optional[np.ndarray]:
+    """The generated weights struct's bytes as one float32 array: every weight flattened in
+    declaration order, then each mlp (by key) layer by layer, kernel then bias, as `emit_c`
+    lays the struct out (floats only, so no padding). None when the struct is empty."""
+    parts = [np.ravel(np.asarray(weights.values[w.name], np.float32)) for w in tp.weights]
+    for m in sorted(tp.mlps, key=lambda m: m.key):
+        for kernel, bias in weights.mlps[m.key]:
+            parts += [np.ravel(np.asarray(kernel, np.float32)), np.ravel(np.asarray(bias, np.float32))]
+    return np.ascontiguousarray(np.concatenate(parts)) if parts else None
+
+
 @dataclass
 class CPolicy:
     """One program's batch entry point in a loaded library."""
@@ -54,15 +65,17 @@ class CPolicy:
     action_size: int
     latents_size: int
 
-    def step_batch(self, obs: np.ndarray, latents: bool = True) -> tuple[np.ndarray, Optional[np.ndarray]]:
-        """(n, obs_size) float32 rows -> (n, action_size) actions and (n, latents_size) latents (or None)."""
+    def step_batch(self, obs: np.ndarray, latents: bool = True,
+                   weights: Optional[np.ndarray] = None) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """(n, obs_size) float32 rows -> (n, action_size) actions and (n, latents_size) latents (or
+        None), with the baked-in weights or `weights` (`pack_weights`)."""
         obs = np.ascontiguousarray(obs, np.float32).reshape(-1, self.obs_size)
         n = obs.shape[0]
         act = np.empty((n, self.action_size), np.float32)
         lat = np.empty((n, self.latents_size), np.float32) if latents else None
         ptr = ctypes.POINTER(ctypes.c_float)
-        self.fn(None, ctypes.c_size_t(n), obs.ctypes.data_as(ptr), act.ctypes.data_as(ptr),
-                lat.ctypes.data_as(ptr) if lat is not None else None)
+        self.fn(None if weights is None else weights.ctypes.data, ctypes.c_size_t(n), obs.ctypes.data_as(ptr),
+                act.ctypes.data_as(ptr), lat.ctypes.data_as(ptr) if lat is not None else None)
         return act, lat
 
 
