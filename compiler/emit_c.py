@@ -5,7 +5,7 @@
 
 The generated code needs `<math.h>` only (and the freestanding `<stddef.h>` for `size_t`):
 no heap, no global mutable state, float32 arithmetic throughout (`f` literals and the
-`f` functions of libm; it builds with `-std=c99 -Wall -Wextra -Wdouble-promotion -Werror`).
+`f` functions of libm; it builds with `-std=c99 -pedantic -Wall -Wextra -Wdouble-promotion -Werror`).
 
 It computes what `lower(tp).apply` computes (the clipped mean actions and the latents),
 op for op, with XLA's semantics where C's would differ:

@@ -1,7 +1,7 @@
 """The C back end (`polc.emit_c`) against the JAX lowering.
 
 Each program's C code is built with the system C compiler under
-`-std=c99 -Wall -Wextra -Wdouble-promotion -Werror` (one compiler run per fixture, all
+`-std=c99 -pedantic -Wall -Wextra -Wdouble-promotion -Werror` (one compiler run per fixture, all
 programs in one shared library) and its batch entry point is called through ctypes on
 the same rows as `jax.vmap(lower(tp).apply)`: random observations inside the declared
 ranges, and edge rows (NaN, +-inf, each bound, 0 and -0, huge values) one element at a time.

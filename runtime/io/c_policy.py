@@ -22,7 +22,7 @@ import numpy as np
 from polc.emit_c import Weights, emit_c
 from polc.typed import TypedProgram
 
-CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Wdouble-promotion", "-Werror", "-O2", "-fPIC")
+CFLAGS = ("-std=c99", "-pedantic", "-Wall", "-Wextra", "-Wdouble-promotion", "-Werror", "-O2", "-fPIC")
 
 
 class CBuildError(Exception):
