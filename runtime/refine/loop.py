@@ -83,7 +83,7 @@ class Task:
     demo: Path
     initial: Optional[Path]
     latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
-    instance: str = "track"  # header `instance:`: what a seed selects, as the prompts name it
+    instance: str = "seed"  # header `instance:`: what a seed selects, as the prompts name it ("track")
 
 
 def load_task(task_dir: str, env: Optional[str] = None) -> Task:
@@ -107,7 +107,7 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
     if not (env or header.get("env")) and (d / "env.toml").is_file():
         env = str(d / "env.toml")  # a task folder for any Gymnasium env (polc init-task writes it)
     return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None, latents, header.get("instance") or "track")
+                initial if initial.is_file() else None, latents, header.get("instance") or "seed")
 
 
 def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
