@@ -44,8 +44,8 @@ from . import context, replies, scores, templates
 from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected, ask,
                        check_and_repair)
 from .budget import Budget, Meter, spent_in
-from .rundir import RunDir, write_json
-from .scripted import TOKEN_ESTIMATE, Choice, open_backend
+from .rundir import WAITING, RunDir, write_json
+from .scripted import TOKEN_ESTIMATE, Choice, WaitingForReply, open_backend
 from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_returns,
                    fit_program, metric_of, rollout_seeds, traced_rollout)
 
@@ -209,6 +209,9 @@ class Loop:
             m["end"] = str(e)
             if e.unusable:
                 m["unusable_replies"] = True
+        except WaitingForReply as e:  # a `manual:` session's normal pause: say so where the round stays
+            self.run_dir.write(f"{d.name}/{WAITING}", str(e) + "\n")
+            raise
         m["llm"] = call.counts.to_json()
         m["seconds"] = round(time.monotonic() - start, 2)
         if m.get("move", {}).get("kind") == "STOP":

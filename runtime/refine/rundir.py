@@ -18,6 +18,7 @@
         next.pol           the checked revision, when the move was REVISE
         metrics.json       the round's numbers (return, calls, tokens, resets, seconds, move)
         done               written last: the round is complete
+        waiting            instead of done: a `manual:` session paused here for a hand-written reply
 
 Every file is written atomically (a temporary file beside it, fsync, `os.replace`), so no
 file is ever half-written under its final name. A round counts only once its `done`
@@ -38,6 +39,9 @@ from typing import Any, Optional
 from polc.files import write_atomic  # noqa: F401  (re-exported for the loop)
 
 RUN_FORMAT = "polc-refine-run/1"
+# A round a `manual:` session paused holds this file (the request it waits for); `--resume` moves
+# the round aside and runs it again, as after a crash, but the report calls it a pause.
+WAITING = "waiting"
 _ROUND = re.compile(r"^round_(\d{2,})$")
 
 
