@@ -110,7 +110,7 @@ def test_the_door_task_header():
         ("door", "door configuration", "demo.parquet", "initial.pol")
     assert task.latents == ("xy_dist", "z_dist", "aligned")
     assert "Lower is better" in task.text and not task.text.startswith("---")
-    assert load_task(str(ROOT / "examples" / "car_racing")).instance == "track"  # the default
+    assert load_task(str(ROOT / "examples" / "car_racing")).instance == "track"  # its header (the default is "seed")
 
 
 def test_every_revision_of_the_door_session_passes_polc_check():

@@ -71,3 +71,12 @@ def test_the_table_costs_what_it_weighs(runs):
     first = lambda loop: loop.history[0]["llm"]["input_tokens"]  # noqa: E731
     assert first(table) - first(none) >= tokens(csv)
     assert [m["resets"] for m in table.history] == [2, 2]  # the traced seed, and it with the declared weights
+
+
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+def test_a_task_without_an_instance_header_names_its_episodes_seeds(runs):
+    """The toy task's task.md has no `instance:` line: no Car Racing word ("track") in its prompts."""
+    loop, model, _ = runs["analysis"]
+    sent = "".join(render(p) for p in model.prompts)
+    assert "episode(s) on training seed(s) " in sent and "on the training seed(s)" in sent
+    assert "track" not in sent.lower()

@@ -159,6 +159,26 @@ def test_refine_ending_normally_exits_0(task, tmp_path, capsys):
     assert f"final policy: {final / 'policy.pol'} with its fitted weights {final / 'params.json'}" in out, out
 
 
+@pytest.mark.slow  # two short refine runs (the pause, then --resume)
+def test_a_manual_pause_is_reported_as_a_pause_not_an_unfinished_attempt(task, tmp_path, capsys):
+    from polc.cli import main
+    from polc.runtime.report.run import run_page
+
+    session = manual(tmp_path, ANALYSIS)  # request 2 (the move) has no reply yet: the run pauses
+    run = tmp_path / "run"
+    assert main(["refine", str(task), "-o", str(run), "--llm", f"manual:{session}", "--quick", "-q"]) != 0
+    assert "Request 2 is waiting for a reply" in (run / "round_00" / "waiting").read_text()
+    (session / "replies" / "001.md").write_text(STOP)
+    assert main(["refine", "--resume", str(run), "-q"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    (run / "round_07.interrupted-1").mkdir()  # as a crash leaves one (no `waiting` file)
+    page = run_page(run)
+    assert ("Pauses for a hand-written reply (a <code>manual:</code> session; each round ran again on "
+            "<code>--resume</code>): round_00.interrupted-1.") in page
+    assert "Unfinished attempts kept aside (a round stopped by an error or an interruption; it ran again " \
+           "on <code>--resume</code>): round_07.interrupted-1." in page
+
+
 def test_generate_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):
     from polc.cli import main
 

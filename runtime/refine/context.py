@@ -95,7 +95,7 @@ def returns_text(seeds: Sequence[int], returns: Sequence[float], scores: Optiona
     return per_seed_text(seeds, returns, scores, metric or RETURN)
 
 
-def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "track") -> str:
+def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "seed") -> str:
     """The earlier rounds of this run, one line each: the score of each traced episode on the
     training seeds (not in the `none` mode, which gives no execution feedback), the move,
     and the model's own reason."""

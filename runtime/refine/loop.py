@@ -44,8 +44,8 @@ from . import context, replies, scores, templates
 from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected, ask,
                        check_and_repair)
 from .budget import Budget, Meter, spent_in
-from .rundir import RunDir, write_json
-from .scripted import TOKEN_ESTIMATE, Choice, open_backend
+from .rundir import WAITING, RunDir, write_json
+from .scripted import TOKEN_ESTIMATE, Choice, WaitingForReply, open_backend
 from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_returns,
                    fit_program, metric_of, rollout_seeds, traced_rollout)
 
@@ -83,7 +83,7 @@ class Task:
     demo: Path
     initial: Optional[Path]
     latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
-    instance: str = "track"  # header `instance:`: what a seed selects, as the prompts name it
+    instance: str = "seed"  # header `instance:`: what a seed selects, as the prompts name it ("track")
 
 
 def load_task(task_dir: str, env: Optional[str] = None) -> Task:
@@ -107,7 +107,7 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
     if not (env or header.get("env")) and (d / "env.toml").is_file():
         env = str(d / "env.toml")  # a task folder for any Gymnasium env (polc init-task writes it)
     return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None, latents, header.get("instance") or "track")
+                initial if initial.is_file() else None, latents, header.get("instance") or "seed")
 
 
 def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
@@ -209,6 +209,9 @@ class Loop:
             m["end"] = str(e)
             if e.unusable:
                 m["unusable_replies"] = True
+        except WaitingForReply as e:  # a `manual:` session's normal pause: say so where the round stays
+            self.run_dir.write(f"{d.name}/{WAITING}", str(e) + "\n")
+            raise
         m["llm"] = call.counts.to_json()
         m["seconds"] = round(time.monotonic() - start, 2)
         if m.get("move", {}).get("kind") == "STOP":

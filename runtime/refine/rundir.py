@@ -18,6 +18,7 @@
         next.pol           the checked revision, when the move was REVISE
         metrics.json       the round's numbers (return, calls, tokens, resets, seconds, move)
         done               written last: the round is complete
+        waiting            instead of done: a `manual:` session paused here for a hand-written reply
 
       .lock                held by the process running the run (its pid, host and start
                            time): a second `polc refine` on the directory is refused
@@ -41,6 +42,9 @@ from typing import Any, Optional
 from polc.files import write_atomic  # noqa: F401  (re-exported for the loop)
 
 RUN_FORMAT = "polc-refine-run/1"
+# A round a `manual:` session paused holds this file (the request it waits for); `--resume` moves
+# the round aside and runs it again, as after a crash, but the report calls it a pause.
+WAITING = "waiting"
 _ROUND = re.compile(r"^round_(\d{2,})$")
 
 

@@ -83,6 +83,7 @@ class Run:
     rounds: list[Round]
     metric: MetricView
     aside: list[str]  # rounds an earlier attempt left unfinished (round_03.interrupted-1)
+    paused: list[str]  # of those, the ones a `manual:` session paused for a hand-written reply
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -96,7 +97,7 @@ def _read_json(path: Path, what: str) -> Any:
 
 def read_run(path: str | Path) -> Run:
     """The run directory at `path`, or a ReportError saying why it is not one."""
-    from ..refine.rundir import RUN_FORMAT
+    from ..refine.rundir import RUN_FORMAT, WAITING
 
     p = Path(path)
     if not p.is_dir():
@@ -129,7 +130,8 @@ def read_run(path: str | Path) -> Run:
     metric = MetricView(str(mj.get("name", "return")), str(mj.get("key", "return")), str(mj.get("unit", "")),
                         bool(mj.get("higher_is_better", True)))
     aside = sorted(d.name for d in p.iterdir() if d.is_dir() and ".interrupted-" in d.name)
-    return Run(p, config, summary, rounds, metric, aside)
+    paused = [name for name in aside if (p / name / WAITING).is_file()]
+    return Run(p, config, summary, rounds, metric, [n for n in aside if n not in paused], paused)
 
 
 # ---- the score per round ---------------------------------------------------------------------
@@ -422,8 +424,12 @@ def run_page(path: str | Path) -> str:
     if run.summary is None:
         overview += page.missing(f"{run.path / 'summary.json'} is missing (the run stopped before its first round "
                                  "ended, or was killed): the rounds are read from their own files.")
+    if run.paused:
+        overview += (f"<p>Pauses for a hand-written reply (a <code>manual:</code> session; each round ran again "
+                     f"on <code>--resume</code>): {esc(', '.join(run.paused))}.</p>")
     if run.aside:
-        overview += f"<p>Unfinished attempts kept aside: {esc(', '.join(run.aside))}.</p>"
+        overview += (f"<p>Unfinished attempts kept aside (a round stopped by an error or an interruption; it "
+                     f"ran again on <code>--resume</code>): {esc(', '.join(run.aside))}.</p>")
     if s.get("command"):
         overview += f"<p>Command: <code>{esc(s['command'])}</code></p>"
     sections = [("scores", "Score per round (Figure 4)", overview + scores_section(run))]
