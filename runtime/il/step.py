@@ -3,6 +3,7 @@
     step = fit_step(policy, params, config)    # cached: the same structure gets the same jits
     state = step.init(flat, lr)                # flat = step.ravel(params): (P,) float32
     state, (train_loss, val_loss) = step.epoch(state, idx, data, val_data, n, centre)
+    run, losses = step.epochs(run, idxs, data, val_data, n, centre, rule)  # K epochs, early stopping inside
     loss = step.val(flat, data, n, centre)
 
 The parameters are one flat vector (laid out as `jax.flatten_util.ravel_pytree` lays them)
@@ -16,9 +17,13 @@ Measured on the example: the same losses and weights, bit for bit, as before the
 
 What a fit varies goes in as arguments, not constants baked into the program: the data,
 the declared values a prior-less weight is pulled toward (`losses.centre`), the learning rates
-and their decay (in the optimiser state); the number of training rows is static (it sets
-the padding), so a second fit of the same structure on the same rows, in the same
-process, compiles nothing. Steps are cached by `structure_key`: everything in the
+and their decay (in the optimiser state), and the number of real rows (the arrays are
+padded to a bucket, `train.bucket`, with rows of weight 0; a batch of padding only is no
+Adam step), so a second fit of the same structure on as many rows or any count in the same
+bucket, in the same process, compiles nothing. `epochs` runs K epochs per call with the
+early stopping and learning-rate decay of `train._restart` decided between them in the
+compiled loop (float32 comparisons, where the Python loop compared float64 copies of the same
+float32 losses: the same decisions but within a rounding of the threshold). Steps are cached by `structure_key`: everything in the
 program the loss depends on, so not spans, docs, intents or the weights' declared values.
 """
 

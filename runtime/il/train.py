@@ -13,11 +13,13 @@ which is maximum likelihood for that weight). The validation loss is the same
 objective on the held-out rows. Weights are optimised in their UNCONSTRAINED space (the
 params `policy.init` makes), so every constraint holds at every step by
 construction. Adam over shuffled minibatches (learning rate 1e-2 for the
-named weights, 1e-3 for mlp blocks), one jitted `lax.scan` per epoch, compiled
-once per structure and reused by every restart and later fit (`step.py`); a random
-`val_fraction` of the rows is held out; the learning rates halve after
-`lr_patience` epochs without a validation improvement, and a restart stops
-after `patience` such epochs, keeping its best params. Restart 0 starts from
+named weights, 1e-3 for mlp blocks); a random `val_fraction` of the rows is held
+out; the learning rates halve after `lr_patience` epochs without a validation
+improvement, and a restart stops after `patience` such epochs, keeping its best
+params. The epochs and those decisions run compiled, `CHUNK` epochs per call
+(`step.FitStep.epochs`: a `lax.scan` over epochs, each a `lax.scan` over minibatches),
+compiled once per structure and row-count bucket (`bucket`) and reused by every restart
+and later fit (`step.py`). Restart 0 starts from
 the weights declared in the source; restart k >= 1 perturbs them in the
 unconstrained space (and draws new mlp weights). The restart with the lowest
 validation loss wins. A loss that becomes
