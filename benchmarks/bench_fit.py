@@ -25,6 +25,10 @@ not inflate), with wall time beside it; ratios are medians of per-repetition rat
 Before the table: whether every candidate wrote the same weights (this tree's candidates
 bit for bit; against the old commit the largest relative difference, since Adam over one
 flat vector rounds differently in the last bit), and the fitted closed-loop score.
+`--paired`: the old commit with its own compile cache too (issue 40: COMMIT has one), four
+candidates, old and this tree each with the cache off (POLC_NO_COMPILE_CACHE=1: every
+compile paid, nothing of an earlier run kept, the closed-loop scores cache included) and
+warm (a cache of its own filled by one untimed fit); the ratios are this tree / old, per pair.
 `--in-process`: three `fit()` calls in one process (a new compile of the same source each
 time, no persistent cache), old and this tree in a child process each: CPU seconds and XLA
 compiles (jax.monitoring's backend-compile events) per fit.
@@ -124,6 +128,7 @@ def main(argv=None) -> int:
     ap.add_argument("--old-site", metavar="DIR", help="packages before all others for the old candidate (see above)")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--in-process", action="store_true", help="fits in one process instead (see above)")
+    ap.add_argument("--paired", action="store_true", help="old and this tree each cache off and warm (see above)")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     pol = str(common.ROOT / "examples" / "car_racing" / args.policy)
@@ -133,6 +138,11 @@ def main(argv=None) -> int:
     if args.in_process:
         print(common.header(f"bench_fit --in-process: `fit()` of {args.policy} three times in one process"))
         in_process(args, pol)
+        return 0
+    if args.paired:
+        print(common.header(f"bench_fit --paired: `polc fit {args.policy}` CPU time, cache off / warm, this tree "
+                            f"against {args.against}"))
+        paired(args, pol)
         return 0
     print(common.header(f"bench_fit: `polc fit {args.policy}` CPU time, compile cache cold / warm, against "
                         f"{args.against}"))
@@ -174,6 +184,65 @@ def main(argv=None) -> int:
     report(raw, results)
     common.write_json(args.json, raw)
     return 0
+
+
+PAIRED = ("old off", "new off", "old warm", "new warm")
+
+
+def paired(args, pol: str) -> None:
+    """Old and this tree, each with the cache off and warm, interleaved (see `--paired`)."""
+    old_tree = common.source_tree(args.against)
+    polc_bin = str(Path(sys.executable).parent / "polc")
+    cpu = {n: [] for n in PAIRED}
+    wall = {n: [] for n in PAIRED}
+    results = {n: [] for n in PAIRED}
+    with tempfile.TemporaryDirectory() as tmp:
+        def command(name: str, rep: int) -> tuple[list[str], dict[str, str], str]:
+            side, mode = name.split()
+            out = os.path.join(tmp, f"{side}-{mode}-{rep}.params")
+            home = None if mode == "off" else os.path.join(tmp, f"{side}-warm")
+            env = _env(old_tree if side == "old" else None, home, args.old_site if side == "old" else None)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode kept, as an installed polc's is
+            env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, f"pyc-{side}")
+            return [polc_bin, "fit", pol, "--demos", args.demos, "-o", out, "-q"], env, out
+
+        for name in PAIRED:  # untimed: fills each side's warm cache and writes its bytecode
+            run_fit(*command(name, -1)[:2])
+        load = common.LoadMeter()
+        for rep in range(args.reps):
+            for name in PAIRED[rep % len(PAIRED):] + PAIRED[:rep % len(PAIRED)]:
+                argv_, env, out = command(name, rep)
+                c, w = run_fit(argv_, env)
+                cpu[name].append(c)
+                wall[name].append(w)
+                results[name].append(_weights(out))
+                print(f"  rep {rep + 1} {name:9s} {c:6.2f} s CPU {w:6.2f} s wall", file=sys.stderr, flush=True)
+        busy = load.busy_cores()
+    same = {side: all(r["weights"] == results[f"{side} off"][0]["weights"] for m in ("off", "warm")
+                      for r in results[f"{side} {m}"]) for side in ("old", "new")}
+    ow, nw = results["old off"][0]["weights"], results["new off"][0]["weights"]
+    rel = max(abs(float(nw[k]) - float(ow[k])) / max(abs(float(ow[k])), 1e-12) for k in ow)
+    loops = {side: results[f"{side} off"][0]["fit"].get("closed_loop") for side in ("old", "new")}
+    print(f"\nweights identical within each side: {same}; largest relative difference new vs old: {rel:.2g}")
+    print(f"closed loop (declared, fitted): old {loops['old'] and (loops['old']['declared'], loops['old']['fitted'])}, "
+          f"new {loops['new'] and (loops['new']['declared'], loops['new']['fitted'])}")
+    rows = []
+    for mode in ("off", "warm"):
+        o, n = f"old {mode}", f"new {mode}"
+        rows.append([f"cache {mode}", f"{statistics.median(cpu[o]):.2f} s", f"{statistics.median(cpu[n]):.2f} s",
+                     f"{common.paired_ratio(cpu[n], cpu[o]):.2f}", _range([a / b for a, b in zip(cpu[n], cpu[o])]),
+                     f"{common.paired_ratio(wall[n], wall[o]):.2f}"])
+    print()
+    print(common.table(["polc fit", "old CPU", "new CPU", "new / old CPU", "spread of ratios", "wall ratio"], rows))
+    if busy is not None:
+        print(f"machine load during the run: {busy:.1f} of {os.cpu_count()} cores busy (this benchmark included)")
+    common.write_json(args.json, {"machine": common.machine(), "against": args.against, "reps": args.reps,
+                                  "busy_cores": busy, "cpu_s": cpu, "wall_s": wall, "max_rel_diff": rel,
+                                  "identical_within_side": same, "closed_loop": loops})
+
+
+def _range(ratios: list[float]) -> str:
+    return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
 
 def report(raw: dict, results: dict) -> None:

@@ -250,7 +250,7 @@ def process_cpu(argv: list, env: dict, cwd: str) -> tuple[float, str]:
     return cpu, said[-1]
 
 
-def time_commands(args, cands: dict, d: str) -> dict:
+def time_commands(args, cands: dict, d: str, kinds=tuple(KINDS.values())) -> dict:
     """name -> kind -> {"cpu": [per repetition], "line": the score line} of `polc eval` / `polc rollout`."""
     cli = "import sys; from polc.cli import main; sys.exit(main())"
     cache = os.path.join(d, "xdg-cache")
@@ -272,13 +272,13 @@ def time_commands(args, cands: dict, d: str) -> dict:
         return e
 
     names = list(cands)
-    out = {n: {k: {"cpu": [], "line": None} for k in KINDS.values()} for n in names}
-    for name in names:  # untimed: writes every tree's bytecode and this tree's compile cache (the old has none)
-        for kind in KINDS.values():
+    out = {n: {k: {"cpu": [], "line": None} for k in kinds} for n in names}
+    for name in names:  # untimed: writes every tree's bytecode and each tree's compile cache
+        for kind in kinds:
             process_cpu(argv(kind, common.idlest_core()), env(name), d)
     for rep in range(args.reps):
         for name in names[rep % len(names):] + names[:rep % len(names)]:
-            for kind in KINDS.values():
+            for kind in kinds:
                 core = common.idlest_core()
                 cpu, line = process_cpu(argv(kind, core), env(name), d)
                 out[name][kind]["cpu"].append(cpu)
@@ -375,6 +375,34 @@ def against(args) -> dict:
     return result
 
 
+def commands_only(args) -> None:
+    """`polc eval` / `polc rollout` as whole processes, this tree (cache warm and off) against
+    polc at `args.against` (its own cache warm: the untimed first run fills it), interleaved;
+    CPU ratios to the old tree (median of per-repetition ratios, with their range) and whether
+    each command printed the same score line."""
+    old_name = f"old ({args.against})"
+    cands = {"new (this tree)": None, NO_CACHE: None, old_name: common.source_tree(args.against)}
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    print(common.header(f"bench_rollout --commands-only: polc {'/'.join(kinds)} --episodes {args.episodes}, "
+                        f"this tree against {args.against}"))
+    load = common.LoadMeter()
+    with tempfile.TemporaryDirectory() as d:
+        out = time_commands(args, cands, d, kinds)
+    busy = load.busy_cores()
+    for kind in kinds:
+        old = out[old_name][kind]
+        print(f"\npolc {kind}: old's line: {old['line']}")
+        for name in cands:
+            r = out[name][kind]
+            ratios = [a / b for a, b in zip(r["cpu"], old["cpu"])]
+            print(f"  {name:28s} CPU {statistics.median(r['cpu']):6.2f} s  / old {common.paired_ratio(r['cpu'], old['cpu']):.3f}"
+                  f" (range {min(ratios):.3f}-{max(ratios):.3f})  same line as old: {r['line'] == old['line']}")
+    if busy is not None:
+        print(f"machine load during the run: {busy:.1f} of {os.cpu_count()} cores busy (this benchmark included)")
+    common.write_json(args.json, {"machine": common.machine(), "against": args.against, "busy_cores": busy,
+                                  "commands": out})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median over them)")
@@ -390,12 +418,18 @@ def main(argv=None) -> int:
     ap.add_argument("--stock-car", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-commands", dest="commands", action="store_false",
                     help="with --against: skip timing the polc eval and polc rollout processes")
+    ap.add_argument("--commands-only", action="store_true",
+                    help="with --against: only the commands as whole processes (see `commands_only`)")
+    ap.add_argument("--kinds", default="eval,rollout", help="with --commands-only: which commands (eval,rollout)")
     args = ap.parse_args(argv)
     if args.against_worker:
         return against_worker(args)
     if args.against:
         if "--episodes" not in (argv if argv is not None else sys.argv):
             args.episodes = 10  # `polc eval`'s default
+        if args.commands_only:
+            commands_only(args)
+            return 0
         against(args)
         return 0
 

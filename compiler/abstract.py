@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import ChainMap
-from typing import Iterable, Mapping, MutableMapping, Optional
+from typing import Iterable, Mapping, MutableMapping, Optional, Sequence, Union
 
 from . import errors, floats as F, intervals as I, typed as T
 from .deps import Deps
@@ -543,7 +543,7 @@ def run_pass(tp: T.TypedProgram, var: Optional[str] = None, report: bool = False
     return Pass(tp, input_bounds(tp, restrict), var, report).run()
 
 
-def run_cone(base: Pass, target: str, var: Optional[str] = None,
+def run_cone(base: Pass, target: Union[str, Sequence[str]], var: Optional[str] = None,
              restrict: Optional[Mapping[str, Interval]] = None) -> Pass:
     """What `run_pass(tp, var, restrict=restrict)` knows about `target`, for a
     fraction of its work.
@@ -553,12 +553,14 @@ def run_cone(base: Pass, target: str, var: Optional[str] = None,
     `var` or of a restricted weight can differ from it, so only those are
     evaluated, and inside them every expression reading none of the changed
     names is taken from `base`. `env` answers for every name (the others
-    fall through to `base.env`); `evaluated` counts the work done."""
+    fall through to `base.env`); `evaluated` counts the work done. Several targets: one
+    pass over the union of their cones, which knows about each what its own cone pass knows
+    (a node's value depends only on its own cone), in one traversal for all of them."""
     if base.var is not None or base.base is not None:
         raise ice("run_cone needs a plain whole-program pass as its base")
     restrict = dict(restrict or {})
     g = base.deps
-    cone = g.cone(target)
+    cone = g.cone(target) if isinstance(target, str) else g.cone_of(target)
     roots = set(restrict) | ({var} if var is not None else set())
     changed = g.downstream(cone, roots)
     bounds = ChainMap(restrict, base.bounds)

@@ -54,7 +54,8 @@ class IntentResult:
     status: str  # "proved", "refuted" or "unknown"
     detail: str  # one line: what was shown, the counterexample, or why it is open
     diagnostic: Optional[Diagnostic] = None  # the W0406 / W0407 / E0405 reported for it, if any
-    evaluations: int = 0  # expression nodes the abstract passes for this intent computed (its cost)
+    evaluations: int = 0  # expression nodes the abstract passes for this intent alone computed (a pass shared
+    #                       with other intents of its variable is counted in Analysis.evaluations)
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,18 @@ def analyze_program(tp: T.TypedProgram) -> Analysis:
         elementwise[name + ".mean"] = a.iv
     for name, a in base.stds.items():
         elementwise[name + ".std"] = a.iv
-    results = [decide(tp, intent, base) for intent in tp.intents]
+    # One cone pass per variable for all the monotonicity intents in it (their cones' union),
+    # not one per intent: intents along a chain share their cones, and a pass each made the
+    # work grow with the square of the program.
+    by_var: dict[str, list[str]] = {}
+    for intent in tp.intents:
+        if isinstance(intent, T.MonoIntent):
+            by_var.setdefault(intent.var, []).append(intent.target)
+    shared = {var: run_cone(base, targets, var) for var, targets in by_var.items()}
+    results = [decide(tp, intent, base, shared.get(getattr(intent, "var", None))) for intent in tp.intents]
     diagnostics = base.diagnostics + [r.diagnostic for r in results if r.diagnostic is not None]
     diagnostics.sort(key=lambda d: (0, 0) if d.span is None else (d.span.line, d.span.column))
-    work = base.evaluated + sum(r.evaluations for r in results)
+    work = base.evaluated + sum(p.evaluated for p in shared.values()) + sum(r.evaluations for r in results)
     return Analysis({k: v.hull() for k, v in elementwise.items()}, diagnostics, results, elementwise, work)
 
 
@@ -145,15 +154,20 @@ def _deciding_weight(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> tuple[
     return None, work
 
 
-def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> IntentResult:
+def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass, shared: Optional[Pass] = None) -> IntentResult:
     """Prove, refute, or explain one intent (steps 1 to 4 of the module docstring).
 
     `base` is the program-wide pass (`run_pass(tp, report=True)`): a range
     intent reads its result, and every other pass here redoes only the
-    target's cone (`abstract.run_cone`)."""
+    target's cone (`abstract.run_cone`). `shared`: a monotonicity intent's first pass
+    made already, over several intents' cones in its variable (`analyze_program`); its
+    work is counted there, not in this intent's `evaluations`."""
     var = intent.var if isinstance(intent, T.MonoIntent) else None
-    first = run_cone(base, intent.target, var) if var is not None else base
-    work = first.evaluated if var is not None else 0
+    if var is not None and shared is not None:
+        first, work = shared, 0
+    else:
+        first = run_cone(base, intent.target, var) if var is not None else base
+        work = first.evaluated if var is not None else 0
     proved, why = _holds(intent, first)
     if proved:
         return IntentResult(intent, PROVED, why, evaluations=work)

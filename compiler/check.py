@@ -118,6 +118,7 @@ class _Checker(ExprChecker, ConstChecker):
         self._current = ""
         self._lines: Optional[list[str]] = None
         self._reads: dict[str, set[str]] = {}
+        self._descendants: dict[str, set[str]] = {}  # var -> the nodes computed from it (intents' W0110)
         self.consts: dict[str, float] = {}  # every constant that folded, by name
         self.const_used: set[str] = set()
 
@@ -450,7 +451,7 @@ class _Checker(ExprChecker, ConstChecker):
             if vkind is None:
                 self.error(errors.undefined_name(c.var.span, c.var.id, self.kinds, prefer=("obs", "weight")))
                 return None
-            if c.var.id not in self.ancestors(target.id):
+            if target.id not in self.descendants(c.var.id):
                 self.warnings.append(errors.mono_unrelated(c.span, target.id, c.var.id))
                 return None
             return T.MonoIntent(target.id, c.direction, c.var.id, text, c.span)
@@ -473,6 +474,24 @@ class _Checker(ExprChecker, ConstChecker):
                 read = T.refs(node.expr) | (T.refs(node.std) if isinstance(node, T.Action) and node.std else set())
             self._reads[name] = read
         return self._reads[name]
+
+    def descendants(self, name: str) -> set[str]:
+        """The nodes computed from `name`, transitively; one traversal per name, cached, so
+        checking every intent costs one pass per distinct variable, not one per intent."""
+        if name not in self._descendants:
+            readers: dict[str, list[str]] = {}
+            for node in self.typed_nodes:
+                for r in self.direct_reads(node):
+                    readers.setdefault(r, []).append(node)
+            seen: set[str] = set()
+            todo = [name]
+            while todo:
+                for r in readers.get(todo.pop(), ()):
+                    if r not in seen:
+                        seen.add(r)
+                        todo.append(r)
+            self._descendants[name] = seen
+        return self._descendants[name]
 
     def ancestors(self, *names: str) -> set[str]:
         """Everything the given nodes are computed from, transitively: one traversal for all of them."""

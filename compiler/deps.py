@@ -61,6 +61,19 @@ class Deps:
                     todo.append(r)
         return seen
 
+    def cone_of(self, targets: Iterable[str]) -> list[str]:
+        """The union of the `cone`s of `targets`, in dataflow order: one traversal for all."""
+        targets = list(targets)
+        seen: set[str] = set()
+        todo = list(targets)
+        while todo:
+            for r in self.reads.get(todo.pop(), ()):
+                if r not in seen:
+                    seen.add(r)
+                    todo.append(r)
+        names = {n for n in seen | set(targets) if n in self.order}
+        return sorted(names, key=self.order.__getitem__)
+
     def cone(self, target: str) -> list[str]:
         """The nodes (latents and actions) `target` is computed from, and `target`, in dataflow order."""
         names = {n for n in self.ancestors(target) if n in self.order}

@@ -212,3 +212,29 @@ def test_polc_fit_warns_when_the_fit_is_worse_in_closed_loop(demo_path, tmp_path
     assert "closed-loop check skipped: the demonstration names no environment" in capsys.readouterr().err
     assert main(args + ["--check-episodes", "0"]) == 0
     assert "closed" not in capsys.readouterr().err
+
+
+def test_the_declared_score_is_cached_per_structure_and_seeds(tmp_path, monkeypatch):
+    from polc.runtime.il import closed_loop
+    from polc.runtime.il.score_cache import ScoreCache
+    import importlib
+
+    evaluate = importlib.import_module("polc.runtime.trace.evaluate")
+
+    runs = []
+    real = evaluate.evaluate_many
+    monkeypatch.setattr(evaluate, "evaluate_many", lambda policy, ps, *a, **kw: runs.append(len(ps)) or real(
+        policy, ps, *a, **kw))
+    cache = ScoreCache(tmp_path / "scores")
+    policy = compiled(toy.reach_policy())
+    fitted = compiled(toy.reach_policy(kp=0.5)).init(jax.random.PRNGKey(0))
+    first = closed_loop.closed_loop_check(policy, fitted, toy.SPEC, [1, 3], cache=cache)
+    again = closed_loop.closed_loop_check(policy, fitted, toy.SPEC, [1, 3], cache=cache)
+    assert runs == [2, 1]  # the second check simulated the fitted weights only
+    assert again.to_json() == first.to_json() and np.array_equal(again.declared, first.declared)
+    assert np.array_equal(again.fitted, first.fitted)
+    assert again.fitted_mean != again.declared_mean
+    # Other declared values, other seeds: a miss each, never another structure's score.
+    closed_loop.closed_loop_check(compiled(toy.reach_policy(kp=0.5)), fitted, toy.SPEC, [1, 3], cache=cache)
+    closed_loop.closed_loop_check(policy, fitted, toy.SPEC, [1, 4], cache=cache)
+    assert runs == [2, 1, 2, 2] and len(list((tmp_path / "scores").glob("*.json"))) == 3

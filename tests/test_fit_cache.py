@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 import polc
@@ -196,3 +197,68 @@ def _same(a: dict, b: dict) -> bool:
     import numpy as np
 
     return a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+
+
+def test_demonstration_lengths_in_one_bucket_share_the_compiled_code(demo_path):
+    from polc.runtime.il.train import bucket
+
+    assert [bucket(n) for n in (1, 16, 17, 200, 256, 257)] == [16, 16, 32, 256, 256, 512]
+    demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
+    config = FitConfig(restarts=1, max_epochs=3, prior_scale=0.5, batch_size=64)
+    policy = compiled(toy.reach_policy(kp=0.4))
+    # 240 rows: 192 training rows, 3 batches of 64 padded to 4 (the 4th, padding only, is
+    # no Adam step); 48 validation rows padded to 64; all 240 (the finiteness check) to 256.
+    fit(policy, demos.take(np.arange(240)), config)
+    # 250 and 256 rows: 200 and 205 training rows (4 batches), 50 and 51 validation rows.
+    _, n = compiles_during(lambda: fit(policy, demos.take(np.arange(250)), config))
+    _, n2 = compiles_during(lambda: fit(policy, demos.take(np.arange(256)), config))
+    assert n == 0 and n2 == 0
+    _, n3 = compiles_during(lambda: fit(policy, demos.take(np.arange(300)), config))  # the next bucket
+    assert n3 > 0
+
+
+def _host_loop(policy, demos, config: FitConfig):
+    """Restart 0 as `polc fit` ran it before the epochs were compiled together: one call
+    per epoch and the stopping rules in Python (float64), unpadded rows."""
+    import numpy as np
+
+    from polc.runtime.il.losses import Batch, centre
+    from polc.runtime.il.train import split
+
+    train, val = split(demos, config.val_fraction, config.seed)
+    step = fit_step.fit_step(policy, policy.init(jax.random.PRNGKey(0)), config)
+
+    def batch(d):
+        return Batch(d.obs, d.actions, np.ones(d.size, np.float32))
+
+    data, val_data, n, c = batch(train), batch(val), np.int32(train.size), centre(policy, config.prior_scale)
+    flat = step.ravel(policy.init(jax.random.PRNGKey(0)))
+    state = (flat, step.init(flat, fit_step.learning_rates(policy, policy.init(jax.random.PRNGKey(0)), config)))
+    rng = np.random.default_rng([config.seed, 0])
+    best_val, best_epoch, best, decayed, factor = float(step.val(flat, val_data, n, c)), 0, flat, 0, 1.0
+    nb = -(-train.size // config.batch_size)
+    for epoch in range(1, config.max_epochs + 1):
+        idx = np.concatenate([rng.permutation(train.size), np.zeros(nb * config.batch_size - train.size, np.int64)])
+        state, losses = step.epoch(state, idx.astype(np.int32).reshape(nb, -1), data, val_data, n, c)
+        val_loss = float(losses[1])
+        if val_loss < best_val - config.min_delta * abs(best_val):
+            best_val, best_epoch, best = val_loss, epoch, state[0]
+        if epoch - best_epoch >= config.patience:
+            break
+        if epoch - max(best_epoch, decayed) >= config.lr_patience:
+            factor, decayed = factor * config.lr_decay, epoch
+            state = (state[0], fit_step.with_decay(state[1], factor))
+    return step.unravel(best), epoch, best_epoch
+
+
+@pytest.mark.slow  # about 2 s: 400 epochs one call at a time
+def test_the_compiled_epochs_fit_what_one_call_per_epoch_fits(demo_path):
+    demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
+    demos = demos.take(np.arange(400))  # 320 training rows: 2 batches of 256, the second padded
+    config = FitConfig(restarts=1, max_epochs=400, patience=40, lr_patience=10, prior_scale=0.5)
+    policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
+    result = fit(policy, demos, config)
+    params, epochs, best_epoch = _host_loop(policy, demos, config)
+    assert result.best.stopped == "early stopping" and result.best.epochs == epochs < 400
+    assert result.best.best_epoch == best_epoch
+    assert _same(result.params, params)  # bit for bit: the stopping and decay decisions agree

@@ -139,3 +139,25 @@ def test_traced_weight_columns_are_the_weights_the_step_computed_bit_for_bit(gro
     names = list(columns)
     assert names.index("latent." + policy.program.latents[-1].name) < names.index(
         "weight." + policy.program.weights[0].name) < names.index("mean." + policy.program.actions[0].name)
+
+
+def test_resets_equal_episodes_and_idle_envs_are_not_stepped(monkeypatch):
+    """An env whose slot has no episode left is neither reset (to rerun its seed) nor
+    stepped: 7 episodes on 3 envs are 7 resets and the steps of 7 episodes."""
+    policy = polc.loads(RUNAWAY, "reach.pol", analyze=False).compile()
+    counts = {"resets": 0, "steps": 0}
+    reset, step = vector.PackedEnvs.reset, vector.PackedEnvs.step
+
+    def counting_reset(self, seeds, mask=None):
+        counts["resets"] += self.n if mask is None else int(np.count_nonzero(mask))
+        return reset(self, seeds, mask)
+
+    def counting_step(self, actions, fields, active=None):
+        counts["steps"] += self.n if active is None else int(np.count_nonzero(active))
+        return step(self, actions, fields, active)
+
+    monkeypatch.setattr(vector.PackedEnvs, "reset", counting_reset)
+    monkeypatch.setattr(vector.PackedEnvs, "step", counting_step)
+    result, _ = traced(policy, toy.SPEC, list(range(100, 107)), n_envs=3)
+    assert len(set(result.lengths.tolist())) > 1  # slots went idle at different steps
+    assert counts == {"resets": 7, "steps": int(result.lengths.sum())}

@@ -75,13 +75,14 @@ def _closed_loop(policy, params, spec, table, args: argparse.Namespace):
     if spec is None or not args.check_episodes:
         return None
     from .closed_loop import closed_loop_check, training_seeds
+    from .score_cache import default_cache
 
     used = (table.metadata or {}).get("seeds") or []
     try:
         seeds = training_seeds(spec, args.check_episodes, [s for s in used if isinstance(s, int)])
     except ValueError as e:
         raise UsageError(f"polc: --check-episodes {args.check_episodes}: {e}.") from None
-    return closed_loop_check(policy, params, spec, seeds)
+    return closed_loop_check(policy, params, spec, seeds, cache=default_cache())
 
 
 def _scale(text: str) -> float:

@@ -12,9 +12,11 @@ loop can show its two numbers to the model.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
+
+from .score_cache import ScoreCache, score_key
 
 
 class ClosedLoop(NamedTuple):
@@ -70,9 +72,12 @@ def training_seeds(spec: Any, n: int, exclude: Sequence[int] = ()) -> list[int]:
 
 
 def closed_loop_check(policy, fitted_params, spec: Any, seeds: Sequence[int], declared_params=None,
-                      n_envs: int = 0) -> ClosedLoop:
+                      n_envs: int = 0, cache: Optional["ScoreCache"] = None) -> ClosedLoop:
     """Score `policy` with its declared weights (or `declared_params`) and with
-    `fitted_params` on `seeds` (training seeds: see `training_seeds`), mean actions."""
+    `fitted_params` on `seeds` (training seeds: see `training_seeds`), mean actions.
+    With a `cache` (`score_cache.ScoreCache`), the declared weights' scores come from it
+    when this structure, these declared values, environment and seeds were scored before
+    (by this code), and are stored there otherwise: a refit simulates only its own weights."""
     import jax
 
     from ..trace.evaluate import evaluate_many
@@ -82,7 +87,16 @@ def closed_loop_check(policy, fitted_params, spec: Any, seeds: Sequence[int], de
     if declared_params is None:
         declared_params = policy.init(jax.random.PRNGKey(0))
     config = RolloutConfig(n_envs=n_envs or default_n_envs(len(seeds)))
-    before, after = evaluate_many(policy, [declared_params, fitted_params], spec, list(seeds), config)
-    metric = before.metric
-    return ClosedLoop(spec.schema.name, tuple(int(s) for s in seeds), before.values, after.values,
+    key = None if cache is None else score_key(policy, declared_params, spec, seeds, config.n_envs)
+    declared = None if key is None else cache.get(key)
+    if declared is not None and declared.shape != (len(seeds),):
+        declared = None
+    runs = evaluate_many(policy, [fitted_params] if declared is not None else [declared_params, fitted_params],
+                         spec, list(seeds), config)
+    if declared is None:
+        declared = runs[0].values
+        if key is not None:
+            cache.put(key, declared)
+    metric = runs[-1].metric
+    return ClosedLoop(spec.schema.name, tuple(int(s) for s in seeds), np.asarray(declared), runs[-1].values,
                       "return" if metric.is_return else metric.key, metric.higher_is_better)

@@ -3,6 +3,7 @@
     step = fit_step(policy, params, config)    # cached: the same structure gets the same jits
     state = step.init(flat, lr)                # flat = step.ravel(params): (P,) float32
     state, (train_loss, val_loss) = step.epoch(state, idx, data, val_data, n, centre)
+    run, losses = step.epochs(run, idxs, data, val_data, n, centre, rule)  # K epochs, early stopping inside
     loss = step.val(flat, data, n, centre)
 
 The parameters are one flat vector (laid out as `jax.flatten_util.ravel_pytree` lays them)
@@ -16,9 +17,13 @@ Measured on the example: the same losses and weights, bit for bit, as before the
 
 What a fit varies goes in as arguments, not constants baked into the program: the data,
 the declared values a prior-less weight is pulled toward (`losses.centre`), the learning rates
-and their decay (in the optimiser state); the number of training rows is static (it sets
-the padding), so a second fit of the same structure on the same rows, in the same
-process, compiles nothing. Steps are cached by `structure_key`: everything in the
+and their decay (in the optimiser state), and the number of real rows (the arrays are
+padded to a bucket, `train.bucket`, with rows of weight 0; a batch of padding only is no
+Adam step), so a second fit of the same structure on as many rows or any count in the same
+bucket, in the same process, compiles nothing. `epochs` runs K epochs per call with the
+early stopping and learning-rate decay of `train._restart` decided between them in the
+compiled loop (float32 comparisons, where the Python loop compared float64 copies of the same
+float32 losses: the same decisions but within a rounding of the threshold). Steps are cached by `structure_key`: everything in the
 program the loss depends on, so not spans, docs, intents or the weights' declared values.
 """
 
@@ -42,12 +47,42 @@ _CACHE_SIZE = 8  # structures kept (a refinement run fits a new one every round)
 _cache: "collections.OrderedDict[tuple, FitStep]" = collections.OrderedDict()
 
 
+# Run.stop: why a restart's epochs stopped (RUNNING: they go on).
+RUNNING, EARLY, MAX_EPOCHS, DIVERGED = 0, 1, 2, 3
+
+
+class Rule(NamedTuple):
+    """When a restart stops and its learning rates drop (FitConfig's numbers, as arrays so
+    that other values do not recompile)."""
+    max_epochs: Any     # () int32
+    patience: Any       # () int32: epochs without a validation improvement before it stops
+    lr_patience: Any    # () int32: ... before the learning rates drop
+    lr_decay: Any       # () float32: by this factor
+    min_delta: Any      # () float32: relative improvement that counts
+
+
+class Run(NamedTuple):
+    """A restart in progress, carried from epoch to epoch inside `FitStep.epochs`."""
+    state: Any          # (flat (P,), optimiser state)
+    epoch: Any          # () int32: epochs run
+    stop: Any           # () int32: RUNNING, EARLY, MAX_EPOCHS or DIVERGED
+    best_val: Any       # () float32: the best validation loss (at the start: the initial params')
+    best_train: Any     # () float32: the training loss of the best epoch (nan before one)
+    best_epoch: Any     # () int32 (0: the start)
+    best_flat: Any      # (P,) the params of the best epoch
+    decayed: Any        # () int32: the epoch of the last learning-rate drop
+    factor: Any         # () float32: the learning rates' decay factor now
+    losses: Any         # (2,) float32: the last epoch's [training, validation] loss
+
+
 class FitStep(NamedTuple):
     """The jitted pieces of fitting one structure (see the module docstring)."""
     init: Callable       # (flat (P,), lr (P,)) -> optimiser state; lr: each element's learning rate
-    epoch: Callable      # (state, idx (nb, bs) int32, data, val_data: Batch, n: int static, centre)
+    epoch: Callable      # (state, idx (nb, bs) int32, data, val_data: Batch, n: () int32 rows, centre)
                          #   -> (state, (2,) [mean training loss, validation loss after the epoch])
-    val: Callable        # (flat (P,), data Batch, n: int static, centre) -> the objective on `data`
+    epochs: Callable     # (run: Run, idx (K, nb, bs), data, val_data, n, centre, rule: Rule)
+                         #   -> (run, (K, 2) losses; nan for epochs skipped after the stop)
+    val: Callable        # (flat (P,), data Batch, n: () int32, centre) -> the objective on `data`
     distribution: Callable  # (params, obs batch) -> (mean, std, latents): vmapped policy.distribution
     ravel: Callable      # params -> (P,) float32 NumPy, leaves in jax.tree order
     unravel: Callable    # (P,) -> params (jax arrays)
@@ -152,31 +187,77 @@ def _make(policy, params, config, key: tuple) -> FitStep:
     def init(flat, lr):
         clip, adam, rate, decay = optimizer_.init(flat)
         hyper = dict(rate.hyperparams, step_size=-lr)
+        # The decay factor a strong float32 scalar, as `epochs` writes it back.
+        decay = decay._replace(hyperparams=dict(decay.hyperparams, step_size=jnp.ones((), jnp.float32)))
         return clip, adam, rate._replace(hyperparams=hyper), decay
 
-    def epoch(state, idx, data: Batch, val_data: Batch, n: int, centre):
+    def epoch(state, idx, data: Batch, val_data: Batch, n, centre):
         nb, bs = idx.shape
-        weight = jnp.concatenate([jnp.ones(n), jnp.zeros(nb * bs - n)]).reshape(nb, bs)
+        weight = (jnp.arange(nb * bs) < n).astype(jnp.float32).reshape(nb, bs)
 
         def one(carry, xs):
             flat, opt_state, data = carry
             i, w = xs
-            batch = Batch({k: v[i] for k, v in data.obs.items()}, {k: v[i] for k, v in data.actions.items()}, w)
-            value, grads = jax.value_and_grad(objective)(flat, batch, n, centre)
-            updates, opt_state = optimizer_.update(grads, opt_state, flat)
-            return (optax.apply_updates(flat, updates), opt_state, data), value * jnp.sum(w)
+
+            def update(flat, opt_state):
+                batch = Batch({k: v[i] for k, v in data.obs.items()}, {k: v[i] for k, v in data.actions.items()},
+                              w)
+                value, grads = jax.value_and_grad(objective)(flat, batch, n, centre)
+                updates, opt_state = optimizer_.update(grads, opt_state, flat)
+                return optax.apply_updates(flat, updates), opt_state, value * jnp.sum(w)
+
+            # A batch of padding only (the row count's bucket holds more batches than the
+            # rows fill) is no Adam step: the params and the optimiser state pass through.
+            flat, opt_state, total = jax.lax.cond(w[0] > 0, update,
+                                                  lambda f, o: (f, o, jnp.zeros((), jnp.float32)),
+                                                  flat, opt_state)
+            return (flat, opt_state, data), total
 
         (flat, opt_state, _), totals = jax.lax.scan(one, (*state, data), (idx, weight))
         # The validation loss of the new params in the same call: one dispatch and one
         # transfer to the host per epoch, not two.
         return (flat, opt_state), jnp.stack([jnp.sum(totals) / n, objective(flat, val_data, n, centre)])
 
+    def epochs(run: Run, idx, data: Batch, val_data: Batch, n, centre, rule: Rule):
+        """`idx.shape[0]` epochs of `epoch` with `rule`'s early stopping and learning-rate
+        decay decided between them, in one call; epochs after the restart stopped are skipped."""
+        def one(run: Run, idx_k):
+            def go(run: Run):
+                state, losses = epoch(run.state, idx_k, data, val_data, n, centre)
+                train, val = losses[0], losses[1]
+                k = run.epoch + 1
+                finite = jnp.isfinite(train) & jnp.isfinite(val)
+                better = finite & (val < run.best_val - rule.min_delta * jnp.abs(run.best_val))
+                best_epoch = jnp.where(better, k, run.best_epoch)
+                patience_out = finite & (k - best_epoch >= rule.patience)
+                decay = finite & ~patience_out & (k - jnp.maximum(best_epoch, run.decayed) >= rule.lr_patience)
+                factor = jnp.where(decay, run.factor * rule.lr_decay, run.factor)
+                stop = jnp.where(~finite, DIVERGED, jnp.where(patience_out, EARLY,
+                                                              jnp.where(k >= rule.max_epochs, MAX_EPOCHS, RUNNING)))
+                return Run(with_decay_traced(state, factor), k, stop,
+                           jnp.where(better, val, run.best_val), jnp.where(better, train, run.best_train), best_epoch,
+                           jnp.where(better, state[0], run.best_flat), jnp.where(decay, k, run.decayed), factor,
+                           losses), losses
+
+            def skip(run: Run):
+                return run, jnp.full(2, jnp.nan, jnp.float32)
+
+            return jax.lax.cond(run.stop == RUNNING, go, skip, run)
+
+        return jax.lax.scan(one, run, idx)
+
     def distribution(params, obs):
         return jax.vmap(policy.distribution, in_axes=(None, 0))(params, obs)
 
-    return FitStep(init=jax.jit(init), epoch=jax.jit(epoch, static_argnames="n"),
-                   val=jax.jit(objective, static_argnames="n"), distribution=jax.jit(distribution),
-                   ravel=ravel, unravel=host_unravel, key=key)
+    return FitStep(init=jax.jit(init), epoch=jax.jit(epoch), epochs=jax.jit(epochs), val=jax.jit(objective),
+                   distribution=jax.jit(distribution), ravel=ravel, unravel=host_unravel, key=key)
+
+
+def with_decay_traced(state, factor):
+    """`with_decay` inside a compiled loop (`factor` a traced scalar)."""
+    clip, adam, rate, decay = state[1]
+    step = jnp.asarray(factor, jnp.float32).reshape(jnp.shape(decay.hyperparams["step_size"]))
+    return state[0], (clip, adam, rate, decay._replace(hyperparams=dict(decay.hyperparams, step_size=step)))
 
 
 def with_decay(state, factor: float):
@@ -185,4 +266,4 @@ def with_decay(state, factor: float):
     return clip, adam, rate, decay._replace(hyperparams=dict(decay.hyperparams, step_size=np.float32(factor)))
 
 
-__all__ = ["FitStep", "clear_cache", "fit_step", "learning_rates", "structure_key", "with_decay"]
+__all__ = ["DIVERGED", "EARLY", "MAX_EPOCHS", "RUNNING", "FitStep", "Rule", "Run", "clear_cache", "fit_step", "learning_rates", "structure_key", "with_decay"]

@@ -13,11 +13,13 @@ which is maximum likelihood for that weight). The validation loss is the same
 objective on the held-out rows. Weights are optimised in their UNCONSTRAINED space (the
 params `policy.init` makes), so every constraint holds at every step by
 construction. Adam over shuffled minibatches (learning rate 1e-2 for the
-named weights, 1e-3 for mlp blocks), one jitted `lax.scan` per epoch, compiled
-once per structure and reused by every restart and later fit (`step.py`); a random
-`val_fraction` of the rows is held out; the learning rates halve after
-`lr_patience` epochs without a validation improvement, and a restart stops
-after `patience` such epochs, keeping its best params. Restart 0 starts from
+named weights, 1e-3 for mlp blocks); a random `val_fraction` of the rows is held
+out; the learning rates halve after `lr_patience` epochs without a validation
+improvement, and a restart stops after `patience` such epochs, keeping its best
+params. The epochs and those decisions run compiled, `CHUNK` epochs per call
+(`step.FitStep.epochs`: a `lax.scan` over epochs, each a `lax.scan` over minibatches),
+compiled once per structure and row-count bucket (`bucket`) and reused by every restart
+and later fit (`step.py`). Restart 0 starts from
 the weights declared in the source; restart k >= 1 perturbs them in the
 unconstrained space (and draws new mlp weights). The restart with the lowest
 validation loss wins. A loss that becomes
@@ -158,7 +160,12 @@ def diagnose_nonfinite(policy, params, demos: Demos, distribution=None) -> Optio
 
     if distribution is None:
         distribution = jax.vmap(policy.distribution, in_axes=(None, 0))
-    mean, std, latents = distribution(params, demos.obs)
+    # The rows padded to their bucket (copies of row 0), so every length in it shares the
+    # compiled `distribution`; the padding is cut off the results.
+    n = demos.size
+    take = np.concatenate([np.arange(n), np.zeros(bucket(n) - n, np.int64)])
+    mean, std, latents = jax.tree.map(lambda x: np.asarray(x)[:n],
+                                      distribution(params, {k: v[take] for k, v in demos.obs.items()}))
     tp = policy.program
     for lat in tp.latents:
         bad = ~np.isfinite(np.asarray(latents[lat.name], np.float64))
@@ -183,11 +190,22 @@ def _rows(bad: np.ndarray) -> int:
     return int(np.count_nonzero(bad.reshape(bad.shape[0], -1).any(axis=1)))
 
 
-def _batches(demos: Demos) -> Batch:
+def bucket(n: int, floor: int = 16) -> int:
+    """The row count `n` is padded to: the next power of two, at least `floor`. Compiled
+    code is shaped by the bucket, not by `n`, so demonstrations of other lengths in the
+    same bucket reuse it (padding rows carry weight 0)."""
+    return max(floor, 1 << max(0, n - 1).bit_length())
+
+
+def _batches(demos: Demos, rows: int) -> Batch:
+    """The rows of `demos` as jax arrays, padded to `rows` with copies of row 0 (a real
+    row: zeros could make the loss non-finite, and nan * 0 is nan) of weight 0."""
     import jax.numpy as jnp
 
-    return Batch({k: jnp.asarray(v) for k, v in demos.obs.items()},
-                 {k: jnp.asarray(v) for k, v in demos.actions.items()}, jnp.ones(demos.size, jnp.float32))
+    take = np.concatenate([np.arange(demos.size), np.zeros(rows - demos.size, np.int64)])
+    return Batch({k: jnp.asarray(v[take]) for k, v in demos.obs.items()},
+                 {k: jnp.asarray(v[take]) for k, v in demos.actions.items()},
+                 jnp.asarray(np.arange(rows) < demos.size, jnp.float32))
 
 
 def _initial(policy, config: FitConfig, restart: int) -> dict:
@@ -204,12 +222,18 @@ def _initial(policy, config: FitConfig, restart: int) -> dict:
     return params
 
 
+CHUNK = 64  # epochs per compiled call (the ones after a restart stops are skipped, not run)
+
+
 class _Trainer:
     """One fit's use of the structure's compiled step (`step.fit_step`, shared by every
     restart and by later fits of the same structure): its data, rows and pull centre.
 
     The data go in as arguments, not closed-over constants: constants would be
-    baked into the compiled program and make compiling it take seconds."""
+    baked into the compiled program and make compiling it take seconds. Their row
+    counts are bucketed (`bucket`): the training rows fill `nb` batches of `bs`, and the
+    batches are padded to a power of two (batches of padding only are no Adam step), so
+    every demonstration length in a bucket runs the same compiled code."""
 
     def __init__(self, policy, params, train: Demos, val: Demos, config: FitConfig):
         from . import step as fs
@@ -217,36 +241,37 @@ class _Trainer:
         self.step = fs.fit_step(policy, params, config)
         self.lr = fs.learning_rates(policy, params, config)
         self.centre = centre(policy, config.prior_scale)
-        self.data, self.val_data = _batches(train), _batches(val)
         n = train.size
-        bs = min(config.batch_size, n)
-        nb = -(-n // bs)
-        self.n, self.shape, self.pad = n, (nb, bs), nb * bs - n
+        bs = min(config.batch_size, bucket(n))
+        nb = bucket(-(-n // bs), floor=1)
+        self.n, self.shape = n, (nb, bs)
+        self.data, self.val_data = _batches(train, nb * bs), _batches(val, bucket(val.size))
+        self.n_rows, self.n_val = np.int32(n), np.int32(val.size)
+        self.rule = fs.Rule(np.int32(config.max_epochs), np.int32(config.patience), np.int32(config.lr_patience),
+                            np.float32(config.lr_decay), np.float32(config.min_delta))
 
     def init(self, params):
         """(flat params, optimiser state) of a restart from `params`."""
         flat = self.step.ravel(params)
         return flat, self.step.init(flat, self.lr)
 
-    def epoch(self, state, rng: np.random.Generator):
-        """One pass over the shuffled training rows (shuffled on the host: a jitted
-        permutation would add most of a second to every compile): (state, training
-        loss, validation loss after it)."""
-        idx = np.concatenate([rng.permutation(self.n), np.zeros(self.pad, np.int64)]).astype(np.int32)
-        state, losses = self.step.epoch(state, idx.reshape(self.shape), self.data, self.val_data, self.n,
-                                        self.centre)
-        train_loss, val_loss = np.asarray(losses).tolist()
-        return state, train_loss, val_loss
+    def order(self, rng: np.random.Generator, epochs: int) -> np.ndarray:
+        """(epochs, nb, bs) int32: each epoch's shuffled training rows, padded with row 0
+        (shuffled on the host: a jitted permutation would add most of a second to every
+        compile)."""
+        nb, bs = self.shape
+        idx = np.zeros((epochs, nb * bs), np.int32)
+        for e in range(epochs):
+            idx[e, :self.n] = rng.permutation(self.n)
+        return idx.reshape(epochs, nb, bs)
+
+    def epochs(self, run, rng: np.random.Generator):
+        """Up to CHUNK more epochs of `run` in one call: (run, (K, 2) losses)."""
+        return self.step.epochs(run, self.order(rng, CHUNK), self.data, self.val_data, self.n_rows, self.centre,
+                                self.rule)
 
     def val(self, flat):
-        return self.step.val(flat, self.val_data, self.n, self.centre)
-
-    @staticmethod
-    def with_decay(opt_state, factor: float):
-        """`opt_state` with the learning rates scaled by `factor`."""
-        from .step import with_decay
-
-        return with_decay(opt_state, factor)
+        return self.step.val(flat, self.val_data, self.n_rows, self.centre)
 
 
 def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = False) -> FitResult:
@@ -286,33 +311,35 @@ def prior_summary(policy, prior_scale: float) -> dict:
 
 def _restart(trainer: _Trainer, params, r: int, config: FitConfig, bar) -> tuple[RestartResult, Any]:
     """Train from `params` until early stopping; the learning rate drops by
-    `lr_decay` after `lr_patience` epochs without a validation improvement."""
+    `lr_decay` after `lr_patience` epochs without a validation improvement. The epochs
+    and these decisions run compiled, CHUNK epochs per call (`step.FitStep.epochs`)."""
+    from . import step as fs
+
     state = trainer.init(params)
     rng = np.random.default_rng([config.seed, r])
-    best_val, best_train, best_epoch, best_params = float(trainer.val(state[0])), math.nan, 0, state[0]
-    stopped, epoch, decayed, factor = "max epochs", 0, 0, 1.0
+    val0 = np.float32(trainer.val(state[0]))
+    run = fs.Run(state, np.int32(0), np.int32(fs.RUNNING), val0, np.float32(np.nan), np.int32(0), state[0],
+                 np.int32(0), np.float32(1.0), np.full(2, np.nan, np.float32))
     task = bar.add_task(f"restart {r + 1}/{config.restarts}", total=config.max_epochs, train=math.nan,
-                        val=best_val)
-    for epoch in range(1, config.max_epochs + 1):
-        state, train_loss, val_loss = trainer.epoch(state, rng)
-        if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
-            which, value = ("training", train_loss) if not math.isfinite(train_loss) else ("validation", val_loss)
-            stopped = (f"diverged at epoch {epoch}: the {which} loss became {value} "
-                       f"(best validation loss so far {best_val:.4g})")
-            break
-        if val_loss < best_val - config.min_delta * abs(best_val):
-            best_val, best_train, best_epoch, best_params = val_loss, train_loss, epoch, state[0]
-        bar.update(task, advance=1, train=train_loss, val=best_val)
-        if epoch - best_epoch >= config.patience:
-            stopped = "early stopping"
-            break
-        if epoch - max(best_epoch, decayed) >= config.lr_patience:
-            factor, decayed = factor * config.lr_decay, epoch
-            state = (state[0], trainer.with_decay(state[1], factor))
+                        val=float(val0))
+    stop = fs.RUNNING if config.max_epochs > 0 else fs.MAX_EPOCHS
+    while stop == fs.RUNNING:
+        run, losses = trainer.epochs(run, rng)
+        stop, epoch, best_val = int(run.stop), int(run.epoch), float(run.best_val)
+        ran = np.asarray(losses)[np.isfinite(np.asarray(losses)).all(axis=1)]
+        bar.update(task, completed=epoch, train=float(ran[-1, 0]) if len(ran) else math.nan, val=best_val)
+    epoch, best_epoch = int(run.epoch), int(run.best_epoch)
+    best_val, best_train = float(run.best_val), float(run.best_train)
+    stopped = {fs.EARLY: "early stopping", fs.MAX_EPOCHS: "max epochs"}.get(stop)
+    if stop == fs.DIVERGED:
+        train_loss, val_loss = np.asarray(run.losses).tolist()
+        which, value = ("training", train_loss) if not math.isfinite(train_loss) else ("validation", val_loss)
+        stopped = (f"diverged at epoch {epoch}: the {which} loss became {value} "
+                   f"(best validation loss so far {best_val:.4g})")
     bar.update(task, total=epoch, completed=epoch)
     if best_epoch == 0:  # never improved on the start: a diverged restart has nothing to offer
-        best_train = best_val = math.nan if stopped.startswith("diverged") else best_val
-    return RestartResult(r, epoch, best_epoch, best_train, best_val, stopped), best_params
+        best_train = best_val = math.nan if stop == fs.DIVERGED else best_val
+    return RestartResult(r, epoch, best_epoch, best_train, best_val, stopped), np.asarray(run.best_flat)
 
 
 class _NoProgress:

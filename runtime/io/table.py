@@ -53,21 +53,23 @@ traces are nearly all distinct floats, which dictionaries cannot compress.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+import lazy_loader as lazy
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from polc.files import WriteFailed, naming, temporary_beside  # noqa: F401  (temporary_beside re-exported)
 
 # Column kinds by prefix, in table order.
 PREFIXES = ("obs", "latent", "weight", "mean", "action")
-DTYPES = {"float32": pa.float32(), "bool": pa.bool_(), "int32": pa.int32(), "int64": pa.int64()}
+# pyarrow (0.2 s to import) is loaded when a table is first written or read: `polc eval`,
+# which builds the trace layout (`step_columns`) but writes no table, never imports it.
+pa = lazy.load("pyarrow")
 # Every data page carries a CRC-32 that `read_table` verifies: a damaged byte is refused, never fitted.
 WRITE_OPTIONS = dict(use_dictionary=False, compression="snappy", write_statistics=True, write_page_checksum=True)
 MAX_META_DEPTH = 64  # nesting of the polc metadata JSON; what polc writes nests a few levels
@@ -87,7 +89,7 @@ class ColumnSpec:
 
     name: str
     shape: tuple[int, ...] = ()
-    dtype: str = "float32"  # a key of DTYPES
+    dtype: str = "float32"  # a key of _dtypes()
     doc: Optional[str] = None
     lo: float = -math.inf  # the declared range (the program's, else the environment's)
     hi: float = math.inf
@@ -106,7 +108,7 @@ class ColumnSpec:
 
     @property
     def arrow_type(self) -> pa.DataType:
-        t = DTYPES[self.dtype]
+        t = _dtypes()[self.dtype]
         for n in reversed(self.shape):  # real[12, 4]: a list of 12 lists of 4
             t = pa.list_(t, n)
         return t
@@ -204,7 +206,7 @@ class TableWriter:
         split = [c.leaf_path() for c in self.columns if c.dtype == "float32"]
         try:
             with naming(path):
-                self._writer: Optional[pq.ParquetWriter] = pq.ParquetWriter(
+                self._writer: Optional[Any] = _pq().ParquetWriter(  # a pyarrow.parquet.ParquetWriter
                     self._tmp, self.schema, use_byte_stream_split=split, **WRITE_OPTIONS)
         except BaseException:
             os.unlink(self._tmp)
@@ -249,7 +251,7 @@ class TableWriter:
     def _verify_readable(self, target: str) -> None:
         # pyarrow may report a failed footer write nowhere (seen on a full tmpfs): read it back
         try:
-            rows = pq.read_metadata(self._tmp).num_rows
+            rows = _pq().read_metadata(self._tmp).num_rows
         except (OSError, pa.ArrowException) as e:
             rows = f"unreadable: {e}"
         if rows != self.rows:
@@ -364,7 +366,7 @@ def _spec_of(field: pa.Field) -> ColumnSpec:
         shape = ()
         if meta.get("shape") not in (None, []):
             raise ValueError(f"it holds one value per step but its metadata says shape {meta['shape']}")
-    dtype = next((k for k, v in DTYPES.items() if v == base), None)
+    dtype = next((k for k, v in _dtypes().items() if v == base), None)
     if dtype is None:
         if pa.types.is_floating(base):
             dtype = "float32"
@@ -400,11 +402,25 @@ def _specs(path: str, arrow: pa.Table) -> dict[str, ColumnSpec]:
     return specs
 
 
-# Arrow's fixed-width numeric types and their NumPy dtypes (Arrow and NumPy lay them out alike).
-_NUMERIC = {str(t): np.dtype(d) for t, d in (
-    (pa.int8(), np.int8), (pa.int16(), np.int16), (pa.int32(), np.int32), (pa.int64(), np.int64),
-    (pa.uint8(), np.uint8), (pa.uint16(), np.uint16), (pa.uint32(), np.uint32), (pa.uint64(), np.uint64),
-    (pa.float16(), np.float16), (pa.float32(), np.float32), (pa.float64(), np.float64))}
+def _pq():
+    import pyarrow.parquet as pq
+
+    return pq
+
+
+@functools.lru_cache(maxsize=1)
+def _dtypes() -> dict:
+    """ColumnSpec.dtype -> its Arrow type."""
+    return {"float32": pa.float32(), "bool": pa.bool_(), "int32": pa.int32(), "int64": pa.int64()}
+
+
+@functools.lru_cache(maxsize=1)
+def _numeric() -> dict:
+    """Arrow's fixed-width numeric types (by name) and their NumPy dtypes (Arrow and NumPy lay them out alike)."""
+    return {str(t): np.dtype(d) for t, d in (
+        (pa.int8(), np.int8), (pa.int16(), np.int16), (pa.int32(), np.int32), (pa.int64(), np.int64),
+        (pa.uint8(), np.uint8), (pa.uint16(), np.uint16), (pa.uint32(), np.uint32), (pa.uint64(), np.uint64),
+        (pa.float16(), np.float16), (pa.float32(), np.float32), (pa.float64(), np.float64))}
 
 
 def _numpy(arr: pa.Array) -> np.ndarray:
@@ -419,7 +435,7 @@ def _numpy(arr: pa.Array) -> np.ndarray:
     if pa.types.is_boolean(arr.type):  # one bit per value, least significant first
         bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")
         return bits[arr.offset: arr.offset + len(arr)].astype(bool)
-    dtype = _NUMERIC.get(str(arr.type))
+    dtype = _numeric().get(str(arr.type))
     if dtype is None:
         return arr.to_numpy(zero_copy_only=False)
     out = np.frombuffer(arr.buffers()[1], dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
@@ -517,7 +533,7 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None) -> Table:
     if not os.path.exists(path):
         raise TableError(f"cannot read '{path}': no such file")
     try:
-        f = pq.ParquetFile(path, page_checksum_verification=True)
+        f = _pq().ParquetFile(path, page_checksum_verification=True)
         kv = f.metadata.metadata or {}
         arrow = f.read(columns=list(columns) if columns is not None else None)
     except (pa.ArrowException, OSError, ValueError) as e:  # ValueError: a damaged footer's non-UTF-8 names

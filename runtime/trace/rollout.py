@@ -419,9 +419,15 @@ def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: R
     pending: dict[int, Episode] = {}
     emitted = 0
     actions = layout.action_fields[config.trace]
+    # Envs that can step a subset (`PackedEnvs`) leave a slot idle, unstepped and not reset,
+    # once no episode is left for it: resets = episodes. Others rerun its last seed.
+    subsets = getattr(envs, "steps_subsets", False)
     while emitted < len(seeds):
         out = np.asarray(step_fn(obs, slots.seed.astype(np.int32), slots.steps))
-        obs, reward, terminated, truncated = envs.step(out, actions)
+        if subsets:
+            obs, reward, terminated, truncated = envs.step(out, actions, slots.episode >= 0)
+        else:
+            obs, reward, terminated, truncated = envs.step(out, actions)
         if on_steps is not None:
             on_steps(int(np.count_nonzero(slots.episode >= 0)))  # idle slots rerun a seed, unrecorded
         slots.record(out, reward, terminated, truncated)
@@ -437,14 +443,14 @@ def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: R
             nxt = next(queue, None)
             if nxt is not None:
                 slots.start(i, *nxt)
-            reset_seeds[i] = int(slots.seed[i])  # an idle slot reruns its last seed, unrecorded
+            if nxt is not None or not subsets:
+                reset_seeds[i] = int(slots.seed[i])  # an idle slot reruns its last seed, unrecorded
         while emitted in pending:
             ep = pending.pop(emitted)
             if on_episode is not None:
                 on_episode(ep)
             emitted += 1
-        if emitted < len(seeds):
-            mask = np.zeros(n, bool)
-            mask[ended] = True
+        mask = np.array([s is not None for s in reset_seeds])
+        if emitted < len(seeds) and mask.any():
             obs = envs.reset(reset_seeds, mask)
     return RolloutResult(np.asarray(seeds, np.int64), returns, lengths)

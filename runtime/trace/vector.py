@@ -175,31 +175,49 @@ class PackedEnvs:
         self._rows = rows
         return rows
 
-    def step(self, actions: np.ndarray, fields: Fields) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # `step` takes `active`: envs left out are neither stepped nor need a reset (the
+    # rollout leaves a finished env idle when no episode is left for it).
+    steps_subsets = True
+
+    def step(self, actions: np.ndarray, fields: Fields, active: Optional[np.ndarray] = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step env i with the action dict of row i of `actions` (n, D) (`fields` say where each
-        action sits); (packed obs (n, O), rewards (n,) float64, terminated (n,), truncated (n,))."""
-        if self._done.any():
-            raise RuntimeError(f"environment {int(np.flatnonzero(self._done)[0])} of the vector env finished "
-                               "its episode and was stepped without a reset")
-        rows = np.empty_like(self._rows)
+        action sits); (packed obs (n, O), rewards (n,) float64, terminated (n,), truncated (n,)).
+        With `active` (n,) bool, only those envs step; the others keep their last observation,
+        reward 0, and may be finished."""
+        every = active is None or bool(active.all())
+        if every:
+            active = np.ones(self.n, bool)
+        if (self._done & active).any():
+            raise RuntimeError(f"environment {int(np.flatnonzero(self._done & active)[0])} of the vector env "
+                               "finished its episode and was stepped without a reset")
+        rows = np.empty_like(self._rows) if every else self._rows.copy()
         rewards = np.zeros(self.n)
         terminated, truncated = np.zeros(self.n, bool), np.zeros(self.n, bool)
         for i in self._wrapped:
+            if not active[i]:
+                continue
             obs, rewards[i], terminated[i], truncated[i], _ = self.envs[i].step(_row_actions(actions[i], fields))
             if obs is not None:  # None: deferred, computed with the batch below
                 self._put(rows, i, obs)
-        b = self._rows_of
-        if self._direct:
-            rewards[b], terminated[b], truncated[b] = self._step_direct(actions[b], fields)
-        if self._batch_envs:
-            rows[b] = type(self._batch_envs[0]).observe_many(self._batch_envs)
-        self._done = terminated | truncated
+        if every:
+            pos, b, envs = slice(None), self._rows_of, self._batch_envs
+        else:
+            pos = np.flatnonzero(active[self._batch])
+            b, envs = self._batch[pos], [self._batch_envs[k] for k in pos]
+        if self._direct and envs:
+            rewards[b], terminated[b], truncated[b] = self._step_direct(actions[b], fields, pos)
+        if envs:
+            rows[b] = type(envs[0]).observe_many(envs)
+        self._done = (terminated | truncated) | (self._done & ~active)
         self._rows = rows
         return rows, rewards, terminated, truncated
 
-    def _step_direct(self, actions: np.ndarray, fields: Fields) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The batch's envs stepped past their wrappers, doing the wrappers' work."""
-        b, at = self._rows_of, self._batch
+    def _step_direct(self, actions: np.ndarray, fields: Fields, pos=slice(None)
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The batch's envs at positions `pos` stepped past their wrappers, doing the wrappers' work."""
+        at = self._batch[pos]
+        b = self._rows_of if isinstance(pos, slice) else at
         if not self._was_reset[b].all():  # `OrderEnforcing`'s rule and message
             raise gym.error.ResetNeeded("Cannot call env.step() before calling env.reset()")
         finite = np.isfinite(actions[:, _columns(fields)]).all(axis=1)
@@ -208,9 +226,10 @@ class PackedEnvs:
 
             j = int(np.argmin(finite))
             verify_finite(_row_actions(actions[j], fields), int(self._elapsed[at[j]]), self._seeds[at[j]])
-        rewards, terminated, truncated = type(self._batch_envs[0]).step_many(self._batch_envs, actions, fields)
+        envs = self._batch_envs if isinstance(pos, slice) else [self._batch_envs[k] for k in pos]
+        rewards, terminated, truncated = type(envs[0]).step_many(envs, actions, fields)
         self._elapsed[b] += 1
-        truncated |= self._elapsed[b] >= self._limit  # `TimeLimit`'s rule
+        truncated |= self._elapsed[b] >= self._limit[pos]  # `TimeLimit`'s rule
         return rewards, terminated, truncated
 
     def close(self, terminate: bool = False) -> None:
@@ -237,6 +256,8 @@ class GymPacked:
         options = None if mask is None else {"reset_mask": mask}
         obs, _ = self.envs.reset(seed=list(seeds), options=options)
         return _pack_dict(obs, self.n, self.obs_fields, np.empty((self.n, self.obs_size), np.float32))
+
+    steps_subsets = False  # `step` steps every env: a finished one is reset to rerun its seed
 
     def step(self, actions: np.ndarray, fields: Fields) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         n = self.n
