@@ -329,8 +329,29 @@ class Experiment:
         except TableError as e:  # a damaged demonstration stops the experiment, saying which file
             raise ExperimentError(f"the demonstration cannot be used: {e}") from None
         result = fit(policy, load_demos(demos, policy.program), config, progress=self.progress)
-        save_params(str(dest), policy, result.params, result.info(demos=str(self.demo)))
-        return {"params": str(dest.relative_to(self.out)), "fit": result.info()}
+        check, choice = self._keep_better(policy, result.params, demos)
+        info = result.info(demos=str(self.demo), keep=choice.to_json(),
+                           **({"closed_loop": check.to_json()} if check is not None else {}))
+        params = result.params
+        if choice.kept == "declared":  # as `polc fit`: the declared weights, the fit kept beside them
+            import jax
+
+            save_params(str(dest.with_suffix(".fitted.params")), policy, result.params, info)
+            params = policy.init(jax.random.PRNGKey(0))
+        save_params(str(dest), policy, params, info)
+        return {"params": str(dest.relative_to(self.out)), "fit": info}
+
+    def _keep_better(self, policy, fitted_params, demos):
+        """`polc fit`'s closed-loop check and choice (`Budget.il_keep`, `Budget.il_check` training
+        seeds outside the demonstration's; never the evaluation seeds): (ClosedLoop or None, Choice)."""
+        from ..il.closed_loop import choose, closed_loop_check, training_seeds
+
+        b = self.budget
+        if not b.il_check:
+            return None, choose(None, b.il_keep)
+        used = [s for s in (demos.metadata or {}).get("seeds") or [] if isinstance(s, int)]
+        check = closed_loop_check(policy, fitted_params, self.spec, training_seeds(self.spec, b.il_check, used))
+        return check, choose(check, b.il_keep)
 
     def _evaluate(self, s: Structure, params_file: str) -> dict:
         """`s` with the params in `params_file` on the unseen seeds, mean and sampled actions."""
