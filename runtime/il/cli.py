@@ -1,4 +1,4 @@
-"""`polc fit FILE.pol --demos DEMOS.parquet -o FILE.params [--restarts K --epochs E --lr LR ...]`:
+"""`polc fit FILE.pol --demos DEMOS.parquet [MORE.parquet ...] -o FILE.params [--restarts K --epochs E --lr LR ...]`:
 imitation learning, the policy's weights fitted to a demonstration (MAP: the weights'
 priors and `--prior-scale` count), then a closed-loop check of the fitted weights
 against the declared ones on a few training seeds (`--check-episodes`, 0: off), and
@@ -40,6 +40,7 @@ def _env_name(args: argparse.Namespace, table) -> Optional[str]:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from .closed_loop import choose
+    from .recovery import concat_demos, used_seeds
     from .train import FitConfig, FitError, fit, load_demos
     from ..io.demo_check import DemoRejected, vet_demo
     from ..io.params import save_params
@@ -50,22 +51,24 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError("polc: --prior-scale must be positive (inf: no pull toward the declared weights).")
     rc.output_file(args.output)  # a missing directory is refused (or made) before the fit, not after
     policy = rc.compile_policy(args.file)
-    table = rc.read_table_or_usage(args.demos)
+    tables = [rc.read_table_or_usage(p) for p in args.demos]
+    table = tables[0]
     env_name = _env_name(args, table) if args.check_episodes else None
     spec = rc.env_spec(env_name) if env_name else None  # an unknown --env is a usage error before fitting
     config = FitConfig(learning_rate=args.lr, mlp_learning_rate=args.mlp_lr, batch_size=args.batch_size,
                        max_epochs=args.epochs, patience=args.patience, val_fraction=args.val_fraction,
                        restarts=args.restarts, seed=args.seed, prior_scale=args.prior_scale)
     try:
-        for note in vet_demo(table, policy.program, strict=args.strict):  # partial, or out of range
-            print(f"polc: warning: {note}", file=sys.stderr)
-        demos = load_demos(table, policy.program)
+        for t in tables:
+            for note in vet_demo(t, policy.program, strict=args.strict):  # partial, or out of range
+                print(f"polc: warning: {note}", file=sys.stderr)
+        demos = concat_demos([load_demos(t, policy.program) for t in tables])
         result = fit(policy, demos, config, progress=not args.quiet)
     except (FitError, DemoRejected) as e:
         return rc.fail(str(e))
-    check = _closed_loop(policy, result.params, spec, table, args)
+    check = _closed_loop(policy, result.params, spec, used_seeds([t.metadata for t in tables]), args)
     choice = choose(check, args.keep)
-    extra = {"demos": args.demos, "keep": choice.to_json()}
+    extra = {"demos": args.demos[0] if len(args.demos) == 1 else list(args.demos), "keep": choice.to_json()}
     if check is not None:
         extra["closed_loop"] = check.to_json()
     aside = None
@@ -97,14 +100,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _closed_loop(policy, params, spec, table, args: argparse.Namespace):
+def _closed_loop(policy, params, spec, used: list[int], args: argparse.Namespace):
     if spec is None or not args.check_episodes:
         return None
     from .closed_loop import closed_loop_check, training_seeds
 
-    used = (table.metadata or {}).get("seeds") or []
     try:
-        seeds = training_seeds(spec, args.check_episodes, [s for s in used if isinstance(s, int)])
+        seeds = training_seeds(spec, args.check_episodes, used)
     except ValueError as e:
         raise UsageError(f"polc: --check-episodes {args.check_episodes}: {e}.") from None
     return closed_loop_check(policy, params, spec, seeds)
@@ -121,7 +123,9 @@ def register(sub: Any) -> None:
     """Add `polc fit` to the `polc` subcommands."""
     c = sub.add_parser("fit", help="imitation learning: fit a policy's weights to a demonstration (MAP)")
     c.add_argument("file", help="the .pol policy")
-    c.add_argument("--demos", required=True, help="demonstration (or trace) table, .parquet")
+    c.add_argument("--demos", required=True, nargs="+", metavar="DEMOS.parquet",
+                   help="demonstration (or trace) tables, fitted as one: e.g. a clean lap and recovery laps "
+                        "(`polc demos --perturb`) beside it")
     c.add_argument("-o", "--output", required=True, help="the params file to write (JSON)")
     c.add_argument("--restarts", type=int, default=3, help="fits from different initial draws; the best "
                                                            "validation loss is kept (default 3)")
