@@ -46,6 +46,32 @@ def _weights_near(e: T.TExpr, name: str, weights: set[str]) -> list[str]:
     return found
 
 
+def _feeds(tp: T.TypedProgram) -> dict[str, set[str]]:
+    """node -> the actions whose mean it feeds (an action feeds itself); noise stds left out."""
+    g = Deps(tp)
+    nodes = {n.name for n in tp.nodes}
+    feeds: dict[str, set[str]] = {}
+    for a in tp.actions:
+        cone = {a.name}
+        for r in g.refs(a.expr):  # the mean only: a noise std that reads an echo copies nothing
+            if r in nodes:
+                cone |= {r} | {x for x in g.ancestors(r) if x in nodes}
+        for n in cone:
+            feeds.setdefault(n, set()).add(a.name)
+    return feeds
+
+
+def echo_reads(tp: T.TypedProgram, echoes: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
+    """(action, observation) for each action whose mean reads an observation in `echoes`."""
+    feeds = _feeds(tp)
+    out: list[tuple[str, str]] = []
+    for a in tp.actions:
+        for o, echoed in echoes.items():
+            if echoed and any(a.name in feeds.get(n.name, ()) and _reads_of(n.expr, o) for n in tp.nodes):
+                out.append((a.name, o))
+    return out
+
+
 def check_echoes(tp: T.TypedProgram, echoes: Mapping[str, Sequence[str]]) -> list[Diagnostic]:
     """W0509 at each read of an observation in `echoes` that some action's mean
     depends on (through latents, or directly). `echoes` maps an observation's
@@ -55,18 +81,8 @@ def check_echoes(tp: T.TypedProgram, echoes: Mapping[str, Sequence[str]]) -> lis
     echoing = {o: tuple(a) for o, a in echoes.items() if o in declared and a}
     if not echoing:
         return []
-    g = Deps(tp)
+    feeds = _feeds(tp)
     weights = {w.name for w in tp.weights}
-    nodes = {n.name: n for n in tp.nodes}
-    # node -> the actions whose mean it feeds (the action itself included)
-    feeds: dict[str, set[str]] = {}
-    for a in tp.actions:
-        cone = {a.name}
-        for r in g.refs(a.expr):  # the mean only: a noise std that reads an echo copies nothing
-            if r in nodes:
-                cone |= {r} | {x for x in g.ancestors(r) if x in nodes}
-        for n in cone:
-            feeds.setdefault(n, set()).add(a.name)
     order = [a.name for a in tp.actions]
     out: list[Diagnostic] = []
     for n in tp.nodes:  # dataflow order, so the warnings follow the source
@@ -80,4 +96,4 @@ def check_echoes(tp: T.TypedProgram, echoes: Mapping[str, Sequence[str]]) -> lis
     return out
 
 
-__all__ = ["check_echoes"]
+__all__ = ["check_echoes", "echo_reads"]
