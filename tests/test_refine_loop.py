@@ -225,3 +225,22 @@ def test_the_diagnostics_text_does_not_depend_on_where_the_run_is(task, tmp_path
     assert texts[0].rstrip() == (d / "diagnostics.txt").read_text().rstrip()
     assert texts[0].startswith('Diagnostics of policy reach on trace.parquet:') and "demo.parquet" in texts[0]
     assert str(tmp_path) not in texts[0]
+
+
+def test_the_model_is_told_when_the_declared_weights_were_kept():
+    import types
+
+    from polc.runtime.envs.metric import RETURN
+    from polc.runtime.refine.dialogue import Dialogue
+
+    loop = types.SimpleNamespace(metric=RETURN, spec=types.SimpleNamespace(schema=types.SimpleNamespace(name="toy")),
+                                 task=types.SimpleNamespace(instance="track"))
+    m = {"rollout_seeds": [1, 2], "rollout_returns": [500.0, 540.0], "declared_scores": [500.0, 540.0],
+         "closed_loop": {"fitted": -83.0}, "keep": {"kept": "declared", "reason": "worse"}}
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    assert text.startswith("With its declared weights (before fitting) the same structure scores 520 on average on "
+                           "these tracks, fitted -83, so imitation learning made this structure WORSE")
+    assert text.endswith("; the declared weights were kept, and the trace and the scores above are theirs")
+    m.pop("keep")
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    assert "fitted 520, so imitation learning did not make it worse" in text and "kept" not in text
