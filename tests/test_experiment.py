@@ -252,3 +252,17 @@ def test_the_il_rows_keep_the_better_weights_as_polc_fit_does():
     assert Experiment._keep_better(runner, policy, declared, demos)[1].kept == "fitted"
     off = types.SimpleNamespace(budget=dataclasses.replace(QUICK, il_check=0), spec=toy.SPEC)
     assert Experiment._keep_better(off, policy, declared, demos) == (None, ("fitted", "no closed-loop check ran, so the fit is kept"))
+
+
+def test_an_il_row_says_which_weights_were_kept_and_why():
+    from polc.runtime.experiment.run import _kept
+
+    fit = {"fit": {"keep": {"kept": "declared", "reason": "fitting made the policy worse in closed loop (...)"}}}
+    assert _kept(fit, {}, False) == "the declared weights: fitting made the policy worse in closed loop (...)"
+    refinement = {"rounds": [{"keep": None}, {"keep": {"kept": "fitted", "reason": "the fit is no worse"}}]}
+    assert _kept({"params": "x"}, refinement, True) == "the fitted weights: the fit is no worse"
+    assert _kept({"params": "x"}, {}, False) == "" and _kept({}, {"rounds": [{}]}, True) == ""
+    rows = [Row("Initial structure + IL", "initial", "IL", 1, 0, 0, 873.8, 116.2, note="the fitted weights: ok")]
+    text = markdown(TASKS["car_racing"], QUICK, rows, {}, RETURN, [10000], 1.0, "c", 900.0, rl_skipped=True)
+    assert "IL (the weights kept: `polc fit`'s choice between declared and fitted on training seeds):\n" \
+           "- Initial structure + IL: the fitted weights: ok" in text

@@ -241,7 +241,9 @@ class Experiment:
         params = results[f"fit-{s.key}"]["params"]
         il = results[f"eval-{s.key}-il"]
         rows = [Row(f"{s.label} + IL", s.key, "IL", 1, calls, resets0, *_ms(il["mean"]), *_ms(il["sampled"]),
-                    per_seed=il["mean"]["values"], params=params, **_shares(il["mean"], il["sampled"]))]
+                    per_seed=il["mean"]["values"], params=params, note=_kept(results[f"fit-{s.key}"], refinement,
+                                                                           s.source == "refine"),
+                    **_shares(il["mean"], il["sampled"]))]
         if not self.rl:
             return rows
         for engine in self._engines():
@@ -416,6 +418,17 @@ def task_folder(task: Task) -> Path:
     return checkout if checkout.exists() else here
 
 
+def _kept(fit: dict, refinement: dict, refined: bool) -> str:
+    """The IL row's note: which weights were kept and why (the loop's last round for the
+    refined structure), or "" for a step cached before keep-better."""
+    if refined:
+        rounds = refinement.get("rounds") or [{}]
+        keep = rounds[-1].get("keep") or {}
+    else:
+        keep = (fit.get("fit") or {}).get("keep") or {}
+    return f"the {keep['kept']} weights: {keep['reason']}" if keep.get("kept") and keep.get("reason") else ""
+
+
 def _scores(ev) -> dict:
     """An EvalResult as JSON: the metric per seed, its mean and std, the returns, and
     (where the env defines them) which episodes were solved / succeeded and their share."""
@@ -517,7 +530,7 @@ def digest_refinement(run: Path, metric: Any) -> dict:
         "final_round": last, "final_policy": str(final / "policy.pol"), "final_params": str(final / "params.json"),
         "rounds": [{"round": r["round"], "mean": r["eval"]["mean"], "std": r["eval"]["std"],
                     "seeds": r["eval"].get("seeds"), "move": (r.get("move") or {}).get("kind"),
-                    "structure_sha256": r.get("structure_sha256")} for r in rounds],
+                    "structure_sha256": r.get("structure_sha256"), "keep": r.get("keep")} for r in rounds],
         "metric": metric.key,
     }
 
