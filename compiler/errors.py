@@ -582,10 +582,11 @@ def echo_read(span: Span, obs: str, echoed: Sequence[str], actions: Sequence[str
         return q[0] if len(q) == 1 else ", ".join(q[:-1]) + " and " + q[-1]
 
     own = [a for a in echoed if a in actions]
-    what = (f'its own previous value' if own == list(actions) and len(actions) == 1
+    what = ("its own previous value" if own == list(actions) and len(actions) == 1
             else f"the action{'s' if len(echoed) > 1 else ''} {names(echoed)}")
-    msg = (f'The action{"s" if len(actions) > 1 else ""} {names(actions)} {"depend" if len(actions) > 1 else "depends"} '
-           f'on the observation "{obs}", which echoes {what}: on a clean demonstration it predicts the action '
+    several = len(actions) > 1
+    msg = (f"The action{'s' if several else ''} {names(actions)} {'depend' if several else 'depends'} on the "
+           f'observation "{obs}", which echoes {what}: on a clean demonstration it predicts the action '
            "almost perfectly, so imitation learning can fit the policy to copy its last action (causal "
            "confusion), and in closed loop its errors compound.")
     lever = (f"constrain {names(weights)} (a narrow range such as `real in [-0.1, 0.1]`, or a prior "
