@@ -572,3 +572,26 @@ def float32_range(span: Span, text: str, what: str) -> Diagnostic:
 def intent_proved_info(span: Span, claim: str) -> Diagnostic:
     """Not an error or warning: used by `polc check --verbose` to list proved intents."""
     return Diagnostic("note", "I0408", "Analysis", span, f"The intent `{claim}` is proved.")
+
+
+def echo_read(span: Span, obs: str, echoed: Sequence[str], actions: Sequence[str],
+              weights: Sequence[str]) -> Diagnostic:
+    """W0509: an action's mean reads an observation that the environment says echoes an action."""
+    def names(xs: Sequence[str]) -> str:
+        q = [f'"{x}"' for x in xs]
+        return q[0] if len(q) == 1 else ", ".join(q[:-1]) + " and " + q[-1]
+
+    own = [a for a in echoed if a in actions]
+    what = ("its own previous value" if own == list(actions) and len(actions) == 1
+            else f"the action{'s' if len(echoed) > 1 else ''} {names(echoed)}")
+    several = len(actions) > 1
+    msg = (f"The action{'s' if several else ''} {names(actions)} {'depend' if several else 'depends'} on the "
+           f'observation "{obs}", which echoes {what}: on a clean demonstration it predicts the action '
+           "almost perfectly, so imitation learning can fit the policy to copy its last action (causal "
+           "confusion), and in closed loop its errors compound.")
+    lever = (f"constrain {names(weights)} (a narrow range such as `real in [-0.1, 0.1]`, or a prior "
+             "`~ normal(0, 0.05)`)" if weights else "read it only through a weight with a narrow range")
+    acts = ", ".join(f"{a}=0.2" for a in (own or echoed))
+    return _warn("W0509", "Environment", span, msg,
+                 f'Drop the read of "{obs}", {lever}, or fit with recovery demonstrations '
+                 f"(`polc demos --perturb {acts}`).")

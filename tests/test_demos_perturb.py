@@ -105,3 +105,27 @@ def test_car_racing_perturbs_only_the_named_actions(tmp_path, capsys):
     assert np.all(np.abs(executed) <= 1.0) and 0.2 < float(np.std(executed - steer)) < 0.4
     for name in ("gas", "brake"):  # not named: executed as the expert chose
         np.testing.assert_array_equal(t.column(f"executed.{name}"), t.column(f"action.{name}"))
+
+
+def test_fit_takes_a_clean_and_a_recovery_demonstration_together(tmp_path, pol, capsys, perturbed):
+    """`polc fit --demos clean.parquet dart.parquet`: every row of both, episodes kept apart."""
+    clean, params = str(tmp_path / "clean.parquet"), str(tmp_path / "fit.params")
+    assert polc(capsys, "demos", "toy_reach", "--episodes", "1", "--seed", "7", "-o", clean, "-q")[0] == 0
+    code, _, err = polc(capsys, "fit", pol, "--demos", clean, perturbed.path, "-o", params, "--epochs", "3",
+                        "--restarts", "1", "--check-episodes", "0", "-q")
+    fit = json.loads(Path(params).read_text())["fit"]
+    assert code == 0, err
+    assert fit["rows_train"] + fit["rows_val"] == read_table(clean).num_rows + perturbed.num_rows
+    assert fit["demos"] == [clean, perturbed.path]
+
+
+def test_concat_demos_renumbers_episodes_and_used_seeds_unites_the_tables():
+    from polc.runtime.il.recovery import concat_demos, used_seeds
+    from polc.runtime.il.train import Demos
+
+    a = Demos({"x": np.zeros((3, 2))}, {"u": np.zeros(3)}, np.array([5, 5, 9]))
+    b = Demos({"x": np.ones((2, 2))}, {"u": np.ones(2)}, np.array([0, 0]))
+    both = concat_demos([a, b])
+    assert both.episode.tolist() == [0, 0, 1, 2, 2] and both.obs["x"].shape == (5, 2)
+    assert both.actions["u"].tolist() == [0, 0, 0, 1, 1]
+    assert used_seeds([{"seeds": [0, 1]}, {"seeds": [1, 3]}, {}]) == [0, 1, 3]

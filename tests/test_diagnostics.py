@@ -326,3 +326,22 @@ def test_a_real_car_racing_rollout_end_to_end(tmp_path):
     assert len(text) < 4000 and text.startswith(f"Diagnostics of policy car_racing on {path}: 1 episode, 150 steps")
     if demo.exists():
         assert of(report, "demo") and math.isfinite(report.data["demo"]["median_distance"])
+
+
+def test_an_echo_read_by_an_action_says_how_much_of_it_the_echo_explains(tiny):
+    """Say x echoes the action a: a = clip(k x + g s, +-0.5) - 0.1 s + u, so x = 0 moves a by
+    |a - a(x=0)| row by row; the finding gives that mean beside a's mean magnitude."""
+    obs = states()
+    df = frame(tiny.typed, obs)
+    report = builtin_report(tiny, df, echoes={"x": ("a",)})
+    (f,) = of(report, "echo", subject="a")
+    full = reference.run(tiny.typed, {k: np.full(len(df), v) for k, v in WEIGHTS.items()},
+                         obs, batch=len(df)).values["a"]
+    zero = reference.run(tiny.typed, {k: np.full(len(df), v) for k, v in WEIGHTS.items()},
+                         dict(obs, x=np.zeros_like(obs["x"])), batch=len(df)).values["a"]
+    moved, size = np.mean(np.abs(full - zero)), np.mean(np.abs(full))
+    assert report.data["echo"]["a.x"]["moved"] == pytest.approx(moved)
+    assert report.data["echo"]["a.x"]["share"] == pytest.approx(moved / size)
+    assert f.severity == "warning" and f.message.startswith('"x" echoes a: setting it to 0 moves a by ')
+    assert not of(builtin_report(tiny, df), "echo")  # the trace names no environment: no echoes known
+    assert not of(builtin_report(tiny, df, echoes={"v": ()}), "echo")

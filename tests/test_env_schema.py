@@ -41,10 +41,59 @@ def span_text(d, source: str) -> str:
     return line[d.span.column - 1:d.span.end_column - 1]
 
 
-@pytest.mark.parametrize("path", ["examples/car_racing/initial.pol", "examples/car_racing/mlp.pol"])
+@pytest.mark.parametrize("path", ["examples/car_racing/initial.pol", "examples/car_racing/near_expert.pol"])
 def test_shipped_examples_pass_cleanly(path):
     program = polc.load(str(ROOT / path), analyze=False)
     assert check_against_env(program.typed, "car_racing") == []
+
+
+def test_the_mlp_reads_the_steering_echo():
+    """The paper's MLP takes steer_ind among its inputs: one W0509 at that read, for all three actions."""
+    program = polc.load(str(ROOT / "examples/car_racing/mlp.pol"), analyze=False)
+    found = check_against_env(program.typed, "car_racing")
+    assert [d.code for d in found] == ["W0509"]
+    assert span_text(found[0], program.source) == "steer_ind"
+    assert found[0].message.startswith('The actions "steer", "gas" and "brake" depend on the observation "steer_ind", '
+                                       'which echoes the action "steer"')
+    assert "read it only through a weight with a narrow range" in found[0].hint
+
+
+ECHO_OBS = "obs steer_ind : real in [-1, 1]\nobs heading_err : real\n"
+
+
+def test_an_echo_read_by_its_own_action_is_warned_at_the_read():
+    d, source = one(ECHO_OBS + "weight k_ind : real = 0\nlatent cmd = 0.6 * heading_err + k_ind * steer_ind\n"
+                    "action steer : real in [-1, 1] = clip(cmd, -1, 1)\n"
+                    "action gas : real in [0, 1] = 0.5\naction brake : real in [0, 1] = 0\n", "W0509")
+    assert span_text(d, source) == "steer_ind" and d.span.line == 4
+    assert d.message.startswith('The action "steer" depends on the observation "steer_ind", which echoes its own '
+                                "previous value: on a clean demonstration")
+    assert d.hint == ('Drop the read of "steer_ind", constrain "k_ind" (a narrow range such as `real in [-0.1, 0.1]`, '
+                      'or a prior `~ normal(0, 0.05)`), or fit with recovery demonstrations '
+                      '(`polc demos --perturb steer=0.2`).')
+
+
+def test_an_echo_read_by_another_action_names_the_echoed_one():
+    d, _ = one(ECHO_OBS + "action steer : real in [-1, 1] = 0.6 * heading_err\n"
+               "action gas : real in [0, 1] = clip(0.5 - abs(steer_ind), 0, 1)\naction brake : real in [0, 1] = 0\n",
+               "W0509")
+    assert d.message.startswith('The action "gas" depends on the observation "steer_ind", which echoes the action "steer"')
+
+
+def test_an_echo_read_only_by_a_noise_std_or_an_unused_latent_is_not_warned():
+    found, _ = diags(ECHO_OBS + "latent spare = steer_ind\n"
+                     "action steer : real in [-1, 1] = 0.6 * heading_err ~ normal(std = 0.05 + 0.1 * abs(steer_ind))\n"
+                     "action gas : real in [0, 1] = 0.5\naction brake : real in [0, 1] = 0\n")
+    assert [d.code for d in found] == ["W0109"] or all(d.code != "W0509" for d in found)
+
+
+def test_check_echoes_takes_the_echoes_as_data():
+    """The compiler knows no environment: the same program warns or not with the map it is given."""
+    from polc.echo import check_echoes
+
+    tp = polc.loads("obs a : real\nobs b : real\naction u : real = a + b\n", "t.pol", analyze=False).typed
+    assert check_echoes(tp, {}) == [] and check_echoes(tp, {"z": ("u",)}) == []
+    assert [d.code for d in check_echoes(tp, {"b": ("u",)})] == ["W0509"]
 
 
 def test_a_program_matching_the_schema_exactly_passes():

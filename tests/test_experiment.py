@@ -3,6 +3,7 @@ its accounting of LLM calls and resets, caching and resuming, and its refusals."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -227,3 +228,41 @@ def test_the_quick_experiment_has_a_page(quick_run, browser, tmp_path):
     for r in results["rows"]:
         assert r["method"] in text and f"{r['mean']:.1f}" in text
     assert browser.js("document.querySelectorAll('img.figure').length") >= 1
+
+
+def test_the_il_rows_keep_the_better_weights_as_polc_fit_does():
+    """`Experiment._keep_better`: polc fit's closed-loop check on training seeds outside the
+    demonstration's (seed 0 here), and its choice."""
+    import types
+
+    import jax
+
+    import polc
+    from polc.runtime.envs import toy
+    from polc.runtime.experiment.plan import QUICK
+    from polc.runtime.experiment.run import Experiment
+
+    runner = types.SimpleNamespace(budget=QUICK, spec=toy.SPEC)
+    policy = polc.loads(toy.reach_policy(), "reach.pol", analyze=False).compile()
+    declared = policy.init(jax.random.PRNGKey(0))
+    demos = types.SimpleNamespace(metadata={"seeds": [0]})
+    check, choice = Experiment._keep_better(runner, policy, {**declared, "kp": declared["kp"] * 0 - 5.0}, demos)
+    assert check.seeds == (1, 2) and check.worse and choice.kept == "declared"
+    assert choice.reason.startswith("fitting made the policy worse in closed loop (return ")
+    assert Experiment._keep_better(runner, policy, declared, demos)[1].kept == "fitted"
+    off = types.SimpleNamespace(budget=dataclasses.replace(QUICK, il_check=0), spec=toy.SPEC)
+    assert Experiment._keep_better(off, policy, declared, demos) == (None, ("fitted", "no closed-loop check ran, so the fit is kept"))
+
+
+def test_an_il_row_says_which_weights_were_kept_and_why():
+    from polc.runtime.experiment.run import _kept
+
+    fit = {"fit": {"keep": {"kept": "declared", "reason": "fitting made the policy worse in closed loop (...)"}}}
+    assert _kept(fit, {}, False) == "the declared weights: fitting made the policy worse in closed loop (...)"
+    refinement = {"rounds": [{"keep": None}, {"keep": {"kept": "fitted", "reason": "the fit is no worse"}}]}
+    assert _kept({"params": "x"}, refinement, True) == "the fitted weights: the fit is no worse"
+    assert _kept({"params": "x"}, {}, False) == "" and _kept({}, {"rounds": [{}]}, True) == ""
+    rows = [Row("Initial structure + IL", "initial", "IL", 1, 0, 0, 873.8, 116.2, note="the fitted weights: ok")]
+    text = markdown(TASKS["car_racing"], QUICK, rows, {}, RETURN, [10000], 1.0, "c", 900.0, rl_skipped=True)
+    assert "IL (the weights kept: `polc fit`'s choice between declared and fitted on training seeds):\n" \
+           "- Initial structure + IL: the fitted weights: ok" in text

@@ -194,6 +194,24 @@ def test_closed_loop_check_scores_declared_and_fitted_weights_on_training_seeds(
     assert not again.worse and again.fitted_mean == pytest.approx(again.declared_mean)
 
 
+def test_choose_keeps_the_better_weights_on_the_training_seeds():
+    from polc.runtime.il.closed_loop import ClosedLoop, choose
+
+    def check(declared, fitted):
+        return ClosedLoop("toy_reach", (1, 2), np.array(declared), np.array(fitted), "return", True)
+
+    worse, better = check([10.0, 12.0], [-5.0, -7.0]), check([10.0, 12.0], [11.0, 12.0])
+    assert choose(worse) == ("declared", "fitting made the policy worse in closed loop (return 11 declared, -6 "
+                                         "fitted on 2 training seeds); the declared weights are kept")
+    assert choose(better).kept == "fitted" and choose(better).reason.startswith("the fit is no worse")
+    assert choose(worse, "fitted").kept == "fitted" and choose(worse, "fitted").reason.startswith("--keep fitted (")
+    assert choose(None).kept == "fitted"
+    lower = ClosedLoop("door", (1,), np.array([0.1]), np.array([0.3]), "distance", False)  # lower is better
+    assert choose(lower).kept == "declared"
+    with pytest.raises(ValueError, match="keep must be one of best, fitted"):
+        choose(better, "declared")
+
+
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_polc_fit_warns_when_the_fit_is_worse_in_closed_loop(demo_path, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(registry._REGISTRY, toy.NAME, toy.SPEC)
@@ -207,6 +225,20 @@ def test_polc_fit_warns_when_the_fit_is_worse_in_closed_loop(demo_path, tmp_path
     assert "warning: fitting made the policy worse in closed loop" in err
     record = json.loads(out.read_text())["fit"]["closed_loop"]
     assert record["seeds"] == [0, 1] and record["worse"] and record["fitted"] < record["declared"]
+    # Keep-better (the default): the output holds the declared weights, the fit lies beside it.
+    aside = tmp_path / "fit.fitted.params"
+    assert f"kept the declared weights in {out}: fitting made the policy worse in closed loop (return " in err
+    assert f"the fit is in {aside} (--keep fitted writes it as the output)" in err
+    written, fitted_doc = json.loads(out.read_text()), json.loads(aside.read_text())
+    assert written["weights"]["kp"] == pytest.approx(toy.KP) and written["fit"]["keep"]["kept"] == "declared"
+    assert written["fit"]["fit_in"] == str(aside) and fitted_doc["fit"]["kept_as"] == str(out)
+    assert fitted_doc["weights"]["kp"] != pytest.approx(toy.KP)
+    # --keep fitted writes the fit whatever its score, and says so.
+    aside.unlink()
+    assert main(args + ["--env", "toy_reach", "--check-episodes", "2", "--keep", "fitted"]) == 0
+    err = capsys.readouterr().err
+    assert f"kept the fitted weights in {out}: --keep fitted (return " in err and not aside.exists()
+    assert json.loads(out.read_text())["weights"] == fitted_doc["weights"]
     # The test demonstration names no environment: without --env the check is skipped, saying so.
     assert main(args) == 0
     assert "closed-loop check skipped: the demonstration names no environment" in capsys.readouterr().err

@@ -134,6 +134,11 @@ def test_a_flat_box_without_a_schema_prints_a_starter_file(tmp_path, capsys):
     (("[actions.push]\nindex = 0", "[actions.push]\nindex = 0\nrange = [-2, 2]"), 14,
      "range [-2, 2] is not inside the bounds [-1, 1]"),
     (("env =", "env ="), None, None),  # the unedited file is fine
+    (("unit = \"m/s\"", "unit = \"m/s\"\nechoes = \"pull\""), 9,
+     '[obs.vel] echoes "pull", which is not an action of this file; its actions are push'),
+    (("unit = \"m/s\"", "unit = \"m/s\"\nechoes = 3"), 9, "echoes of [obs.vel] must name an action"),
+    (("[actions.push]\nindex = 0", "[actions.push]\nindex = 0\nechoes = \"push\""), 14,
+     "echoes belongs in an [obs] table"),
     (("index = 0\ndoc", "index = 0\ndoc = = 1\n"), 4, "not valid TOML"),
 ])
 def test_schema_file_errors_name_the_line(tmp_path, edit, line, message):
@@ -146,6 +151,17 @@ def test_schema_file_errors_name_the_line(tmp_path, edit, line, message):
         resolve(str(path))
     assert message in str(e.value) and e.value.line == line
     assert str(e.value).startswith(f"{path}, line {line}:" if line else f"{path}:")
+
+
+def test_an_echo_declared_in_the_schema_file_reaches_polc_check(tmp_path, pol, capsys):
+    """`echoes = "push"` on [obs.vel]: the schema carries it, and `polc check --env` warns
+    (W0509) at the read of vel in push's mean."""
+    path = tmp_path / "echo.toml"
+    path.write_text(SCHEMA.replace('unit = "m/s"', 'unit = "m/s"\nechoes = "push"'))
+    assert resolve(str(path)).schema.echoes() == {"vel": ("push",)}
+    code, _, err = polc(capsys, "check", "--env", str(path), pol)
+    assert code == 0 and "W0509" in err and 'The action "push" depends on the observation "vel"' in err
+    assert "- kd * vel ~ normal" in err and 'constrain "kd"' in err
 
 
 def test_an_action_component_without_a_field_is_an_error(tmp_path):

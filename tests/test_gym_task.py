@@ -78,3 +78,13 @@ def test_a_task_folder_with_env_toml_needs_no_env_flag(tmp_path, capsys):
     (d / "demo.parquet").write_bytes(b"")  # load_task only needs it to exist
     assert load_task(str(d)).env == str(d / "env.toml")
     assert load_task(str(d), env="other").env == "other"
+
+
+def test_the_starter_leaves_out_an_observation_that_echoes_an_action(tmp_path, capsys):
+    pol = str(tmp_path / "starter.pol")
+    assert polc(capsys, "schema", "car_racing", "-o", pol)[0] == 0
+    text = Path(pol).read_text()
+    assert "# obs steer_ind is left out: it echoes steer, so a fit would copy the last action (W0509" in text
+    assert "obs steer_ind" not in text.replace("# obs steer_ind", "") and "* steer_ind" not in text
+    code, _, err = polc(capsys, "check", "--env", "car_racing", pol)
+    assert code == 0 and "0 warnings" in err

@@ -117,9 +117,43 @@ def test_a_revision_in_the_last_round_is_fitted_and_evaluated(task, tmp_path):
     loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise()], settings=replace(FAST, rounds=1))
     final = loop.history[-1]
     assert final["final"] and final["policy_name"] == "reach2" and "eval" in final and final["llm"]["calls"] == 0
-    assert final["resets"] == 0 and final["eval_episodes"] == 3  # its rollout is shown to no one
+    # its rollout is shown to no one, but it and the declared weights' choose the params (keep-better): resets
+    assert final["resets"] == 2 and final["eval_episodes"] == 2 and final["keep"]["kept"] in ("fitted", "declared")
+    assert final["closed_loop"]["seeds"] == final["rollout_seeds"]
     metrics = json.loads((RunDir(tmp_path / "run").round_dir(1) / "metrics.json").read_text())
     assert metrics["end"] == "the last revision was fitted and evaluated"
+
+
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.parametrize("keep", ["best", "fitted"])
+def test_every_round_chooses_the_weights_as_polc_fit_does(task, tmp_path, keep):
+    """Without feedback nothing is shown to the model, yet keep-better still rolls out the declared
+    weights on the training seeds to choose (2 resets a round); --keep fitted skips it."""
+    from dataclasses import replace
+
+    loop, _ = run_loop(task, tmp_path / "run", [revise()], settings=replace(FAST, rounds=1, keep=keep, feedback="none"))
+    for m in loop.history:
+        if keep == "fitted":
+            assert "keep" not in m and m["resets"] == 0 and m["eval_episodes"] == 3
+        else:  # the toy's initial gains are too low: the fit is better and is kept
+            assert m["keep"]["kept"] == "fitted" and m["keep"]["reason"].startswith("the fit is no worse in closed loop")
+            assert m["resets"] == 2 and m["eval_episodes"] == 2 and m["closed_loop"]["seeds"] == m["rollout_seeds"]
+
+
+def test_with_declared_puts_back_the_declared_weights_and_records_the_fit():
+    import jax
+
+    import polc
+    from polc.runtime.envs import toy
+    from polc.runtime.il.closed_loop import Choice
+    from polc.runtime.refine.work import Fitted, with_declared
+
+    policy = polc.loads(toy.reach_policy(), "reach.pol", analyze=False).compile()
+    params = policy.init(jax.random.PRNGKey(0))
+    fitted = Fitted(policy, {**params, "kp": params["kp"] * 0 - 3.0}, {"loss": "x"}, {"kp": 0.05})
+    kept = with_declared(fitted, Choice("declared", "worse"))
+    assert kept.weights["kp"] == pytest.approx(toy.KP) and kept.info["fitted_weights"] == {"kp": 0.05}
+    assert kept.info["keep"] == {"kept": "declared", "reason": "worse"} and kept.info["loss"] == "x"
 
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
@@ -191,3 +225,22 @@ def test_the_diagnostics_text_does_not_depend_on_where_the_run_is(task, tmp_path
     assert texts[0].rstrip() == (d / "diagnostics.txt").read_text().rstrip()
     assert texts[0].startswith('Diagnostics of policy reach on trace.parquet:') and "demo.parquet" in texts[0]
     assert str(tmp_path) not in texts[0]
+
+
+def test_the_model_is_told_when_the_declared_weights_were_kept():
+    import types
+
+    from polc.runtime.envs.metric import RETURN
+    from polc.runtime.refine.dialogue import Dialogue
+
+    loop = types.SimpleNamespace(metric=RETURN, spec=types.SimpleNamespace(schema=types.SimpleNamespace(name="toy")),
+                                 task=types.SimpleNamespace(instance="track"))
+    m = {"rollout_seeds": [1, 2], "rollout_returns": [500.0, 540.0], "declared_scores": [500.0, 540.0],
+         "closed_loop": {"fitted": -83.0}, "keep": {"kept": "declared", "reason": "worse"}}
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    assert text.startswith("With its declared weights (before fitting) the same structure scores 520 on average on "
+                           "these tracks, fitted -83, so imitation learning made this structure WORSE")
+    assert text.endswith("; the declared weights were kept, and the trace and the scores above are theirs")
+    m.pop("keep")
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    assert "fitted 520, so imitation learning did not make it worse" in text and "kept" not in text

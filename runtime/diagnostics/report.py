@@ -19,6 +19,9 @@ No LLM and no JAX: everything is recomputed with the NumPy reference interpreter
                     conditions and comparisons constant, min/max with one side never chosen,
                     action means outside the action's range
     latents         summary statistics of every latent and action mean
+    echo            for each action whose mean reads an observation that echoes an action
+                    (the schema's `echoes`, W0509): how far setting it to 0 moves the action,
+                    beside the action's mean magnitude (`echoes`; default: the trace's env's)
     demo            the policy's actions against the demonstration's at matched states
 
 Intents on the data. For `expect T decreasing in V` the partial effect of V on T is
@@ -49,7 +52,7 @@ params file path, a params file's parsed JSON, or the runtime's params dict
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -59,6 +62,7 @@ from . import checks as C, values as V
 from .base import CHECKS, SEVERITIES, TEXT_BUDGET, DiagnosticsError, Finding, _jsonable, load_params, load_steps, \
     verify_trace_of
 from .demo import check_demo
+from .echo import check_echo, echoes_of
 from .text import render
 
 
@@ -102,7 +106,8 @@ def _typed(program: Any) -> TypedProgram:
     raise DiagnosticsError(f"program must be a polc.Program or a TypedProgram, not {type(program).__name__}.")
 
 
-def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = None) -> Report:
+def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = None,
+                   echoes: Optional[Mapping[str, Sequence[str]]] = None) -> Report:
     """Run every built-in check on a rollout trace of `program` (see the module docstring).
 
     Raises `DiagnosticsError` (one sentence) when the trace cannot be read or is not a
@@ -124,6 +129,9 @@ def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = Non
         findings += out.findings
         tables += out.tables
         data.update(out.data)
+    out = check_echo(ctx, echoes_of(steps.metadata) if echoes is None else echoes)
+    findings += out.findings
+    data.update(out.data)
     if demo_steps is not None:
         out = check_demo(ctx, demo_steps)
         findings += out.findings

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from .base import CHECKS, SEVERITIES, Finding
 
-PASSED_ORDER = ("intents", "reconstruction", "weights", "signs", "obs_range", "branches", "demo", "trace")
+PASSED_ORDER = ("intents", "reconstruction", "weights", "signs", "obs_range", "branches", "echo", "demo", "trace")
 TABLED = ("latents",)  # checks whose passing findings the tables already show
 
 

@@ -76,7 +76,8 @@ CAR_RACING = EnvSchema(
               "heading theta = track heading minus car heading (rad in [-pi, pi], + the track turns right), "
               "sharp-corner flag (1 where gymnasium draws the red-white kerb)"),
         Field("speed", (), 0.0, 1.5, "forward speed / 100 (reversing reads 0; clipped at 1.5)"),
-        Field("steer_ind", (), -1.0, 1.0, "front-wheel steering angle / 0.4 rad (+ right)"),
+        Field("steer_ind", (), -1.0, 1.0, "front-wheel steering angle / 0.4 rad (+ right)",
+              echoes=("steer",)),
         Field("ang_vel", (), -6.0, 6.0, "yaw rate (rad/s, + turning right; clipped to +-6 in a spin)"),
         Field("wheel_speed", (4,), 0.0, 3.0,
               "wheel rim speeds / 100: front-left, front-right, rear-left, rear-right "

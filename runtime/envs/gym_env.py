@@ -57,6 +57,7 @@ class Slot:
     hi: float
     doc: str
     clip: bool  # clip observations to [lo, hi] (a range narrower than the space's)
+    echoes: tuple[str, ...] = ()  # the actions this observation echoes (the file's `echoes`)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class Layout:
     act_high: tuple[float, ...] = ()
 
     def fields(self) -> tuple[tuple[Field, ...], tuple[Field, ...]]:
-        return (tuple(Field(s.name, s.shape, s.lo, s.hi, s.doc) for s in self.obs),
+        return (tuple(Field(s.name, s.shape, s.lo, s.hi, s.doc, s.echoes) for s in self.obs),
                 tuple(Field(s.name, s.shape, s.lo, s.hi, s.doc) for s in self.actions))
 
 
@@ -119,7 +120,8 @@ def _slot_from_entry(e: FieldEntry, space: gym.spaces.Box, path: str, kind: str,
         raise SchemaFileError(path, e.line_of("range"), f"[actions.{e.name}] range [{lo:g}, {hi:g}] is not inside the bounds "
                                             f'[{blo:g}, {bhi:g}] that "{env_id}" accepts')
     shape = () if e.scalar else (stop - start,)
-    return Slot(e.name, start, stop, shape, lo, hi, e.doc, clip=e.lo is not None or e.hi is not None)
+    return Slot(e.name, start, stop, shape, lo, hi, e.doc, clip=e.lo is not None or e.hi is not None,
+                echoes=e.echoes)
 
 
 def _dict_slots(space: gym.spaces.Dict, entries: Sequence[FieldEntry], path: Optional[str], kind: str,
@@ -147,7 +149,7 @@ def _dict_slots(space: gym.spaces.Dict, entries: Sequence[FieldEntry], path: Opt
                                                           f'inside the bounds [{lo:g}, {hi:g}] of "{env_id}"')
             lo, hi = e.lo, e.hi
         out.append(Slot(key, None, None, tuple(sub.shape), lo, hi, e.doc if e is not None else key,
-                        clip=e is not None and e.lo is not None))
+                        clip=e is not None and e.lo is not None, echoes=e.echoes if e is not None else ()))
     return tuple(out)
 
 

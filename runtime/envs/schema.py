@@ -6,7 +6,9 @@ check of a Pol program's `obs` / `action` declarations against it.
 located diagnostics; every message comes from one constructor below, in the
 style of `polc.errors` (one sentence and a hint). Codes: E0500 unknown
 environment, E0501-E0502 observations, W0503 observation range, E0504-E0507
-actions, E0508 an environment that cannot be loaded (a bad schema file).
+actions, E0508 an environment that cannot be loaded (a bad schema file), W0509
+an action that reads an observation echoing an action (`polc.echo`, from the
+schema's `echoes`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Iterable, Optional, Sequence
 
 from polc.ast import Span
 from polc.diagnostics import Diagnostic
+from polc.echo import check_echoes
 from polc.errors import closest, fmt_num, fmt_shape
 from polc.typed import TypedProgram
 
@@ -33,6 +36,10 @@ class Field:
     lo: float
     hi: float
     doc: str
+    # The actions this observation echoes: it follows them so closely (an actuator's
+    # own state, e.g. the wheels' angle after `steer`) that on a demonstration it
+    # predicts them almost perfectly. `polc check --env` warns when an action reads it (W0509).
+    echoes: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -59,6 +66,10 @@ class EnvSchema:
 
     def action_field(self, name: str) -> Optional[Field]:
         return next((f for f in self.actions if f.name == name), None)
+
+    def echoes(self) -> dict[str, tuple[str, ...]]:
+        """{observation: the actions it echoes}, for the observations that echo one."""
+        return {f.name: f.echoes for f in self.obs if f.echoes}
 
 
 # ---- diagnostics: one constructor per kind ------------------------------------------
@@ -208,7 +219,8 @@ def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnosti
     (E0502); a declared range narrower than the environment's is a warning
     (W0503). Actions: every environment action must be declared (E0504), no
     unknown ones (E0505), same shapes (E0506), declared range inside the
-    environment's (E0507)."""
+    environment's (E0507). Echoes: an action whose mean reads an observation
+    that echoes an action (W0509, at the read)."""
     spans, header = _name_spans(tp)
     out: list[Diagnostic] = []
     for o in tp.obs:
@@ -233,4 +245,6 @@ def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnosti
             out.append(action_shape(span, a.name, tuple(a.type.shape), f, schema.name))
         elif not _inside(a.lo, a.hi, f.lo, f.hi):
             out.append(action_range_outside(span, a.name, a.lo, a.hi, f, schema.name))
+    known = {o.name for o in tp.obs if schema.obs_field(o.name) is not None}
+    out += check_echoes(tp, {o: a for o, a in schema.echoes().items() if o in known})
     return out

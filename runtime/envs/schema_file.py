@@ -9,6 +9,7 @@ observation and action spaces for Pol (`--schema FILE.toml`, or a task folder's
     range = [-1.5, 1.5]                    # optional; default: the Box bounds
     doc = "horizontal position"
     unit = "m"                             # optional, appended to the doc
+    # echoes = "main"                      # optional, [obs] only: the action(s) it echoes (W0509)
     [actions.main]
     index = 0
 
@@ -30,7 +31,7 @@ from typing import Any, Optional
 
 from .errors import SchemaFileError
 
-FIELD_KEYS = ("index", "range", "doc", "unit")
+FIELD_KEYS = ("index", "range", "doc", "unit", "echoes")
 TOP_KEYS = ("env", "kwargs", "max_steps", "solved_at", "metric", "obs", "actions")
 MAX_STEPS = 1_000_000  # an episode's step limit: past this one episode would run for hours
 METRIC_KEYS = ("function", "name", "reduce", "higher_is_better", "doc", "unit")
@@ -48,6 +49,7 @@ class FieldEntry:
     doc: str
     line: int  # of the table header
     key_lines: tuple[tuple[str, int], ...] = ()  # (key, line) of each key written
+    echoes: tuple[str, ...] = ()  # `echoes = "steer"` or ["gas", "brake"]: the actions it echoes
 
     def line_of(self, key: str) -> int:
         """The line of `key` in this table (the header's when it is not written)."""
@@ -154,8 +156,22 @@ def _entry(path: str, lines: _Lines, kind: str, name: str, value: Any) -> FieldE
         raise err("doc" if not isinstance(doc, str) else "unit", f"doc and unit of [{table}] must be strings")
     if unit:
         doc = f"{doc} [{unit}]" if doc else f"[{unit}]"
+    echoes = _echoes(value.get("echoes", ()), kind, table, err)
     key_lines = tuple((k, lines.of(table, k) or line or 0) for k in value)
-    return FieldEntry(name, index, scalar, lo, hi, doc, line or 0, key_lines)
+    return FieldEntry(name, index, scalar, lo, hi, doc, line or 0, key_lines, echoes)
+
+
+def _echoes(raw: Any, kind: str, table: str, err) -> tuple[str, ...]:
+    """`echoes = "steer"` or `["gas", "brake"]` of an [obs] table: the action names
+    (checked against the [actions] tables by `read_schema_file`)."""
+    if raw == ():
+        return ()
+    if kind != "obs":
+        raise err("echoes", f"echoes belongs in an [obs] table (the observation that echoes an action), not [{table}]")
+    names = [raw] if isinstance(raw, str) else raw
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise err("echoes", f'echoes of [{table}] must name an action, "steer", or a list of them, not {raw!r}')
+    return tuple(names)
 
 
 def read_schema_file(path: str) -> SchemaFile:
@@ -207,6 +223,12 @@ def read_schema_file(path: str) -> SchemaFile:
                                           "component (index = ...)")
     if not out["obs"]:
         raise SchemaFileError(path, None, "it declares no observations; add [obs.NAME] tables (index = ...)")
+    actions = [e.name for e in out["actions"]]
+    for e in out["obs"]:
+        for a in e.echoes:
+            if a not in actions:
+                raise SchemaFileError(path, e.line_of("echoes"), f'[obs.{e.name}] echoes "{a}", which is not an action '
+                                                                 "of this file; its actions are " + ", ".join(actions))
     return SchemaFile(path, env, kwargs, max_steps, out["obs"], out["actions"], text, metric,
                       None if solved_at is None else float(solved_at))
 

@@ -40,7 +40,8 @@ def _type(f: Field) -> str:
 
 def starter_pol(schema: EnvSchema, env: str) -> str:
     """A program that declares `schema`'s observations and actions; each action is
-    linear in every observation (an array enters by its mean), clipped to its range,
+    linear in every observation (an array enters by its mean; one that echoes an action
+    is left out, with a comment saying so), clipped to its range,
     with a learned noise std: it checks, compiles and fits, and is there to be
     replaced by a structure."""
     width = max(len(f.name) for f in schema.obs + schema.actions)
@@ -48,7 +49,12 @@ def starter_pol(schema: EnvSchema, env: str) -> str:
              f"# The observations and actions of {env} ({schema.env_id}); written by polc schema.",
              "# Each action starts linear in the observations: replace it with a structure (latents with",
              "# meaning, sign-constrained weights, intents; docs/language.md)."]
+    obs = [f for f in schema.obs if not f.echoes]
     for f in schema.obs:
+        if f.echoes:  # reading it invites a copy of the last action (W0509)
+            lines.append(f"# obs {f.name} is left out: it echoes {', '.join(f.echoes)}, so a fit would copy the last "
+                         'action (W0509; docs/environments.md, "Echo fields")')
+    for f in obs:
         lines.append(f"obs {f.name.ljust(width)} : {_type(f)} {_quote(f.doc or f.name)}")
     lines.append("")
     for a in schema.actions:
@@ -57,7 +63,7 @@ def starter_pol(schema: EnvSchema, env: str) -> str:
         scale = (a.hi - a.lo) / 2 if finite else 1.0
         lines.append(f"weight b_{a.name} : real = {fmt_num(mid)} {_quote(f'{a.name} at zero observations')}")
         terms = [f"b_{a.name}"]
-        for o in schema.obs:
+        for o in obs:
             w = f"w_{a.name}_{o.name}"
             lines.append(f"weight {w} : real = 0 {_quote(f'{a.name} per unit of {o.name}')}")
             terms.append(f"{w} * " + (f"mean({o.name})" if o.shape else o.name))

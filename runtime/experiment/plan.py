@@ -72,6 +72,8 @@ class Budget:
     val_episodes: int = 20             # held-out episodes (validation seeds, never the evaluation seeds) each
     max_steps: Optional[int] = None    # cut every episode (None: the environment's own limit)
     restarts: int = 3                  # IL restarts
+    il_keep: str = "best"              # IL params: the better of declared and fitted on training seeds (`polc fit --keep`)
+    il_check: int = 5                  # IL closed-loop check episodes per weight set (training seeds; `--check-episodes`)
     max_epochs: int = 2000             # IL epochs per restart
     patience: int = 100                # IL early stopping
     refine_quick: bool = False         # `polc refine --quick`
@@ -83,7 +85,7 @@ class Budget:
 
 FULL = Budget()
 QUICK = Budget(seeds=3, rl_seeds=1, low=8, high=16, episodes_per_update=4, val_every=2, val_episodes=2, max_steps=300,
-               restarts=1, max_epochs=300, patience=30, refine_quick=True, quick=True)
+               restarts=1, max_epochs=300, patience=30, il_check=2, refine_quick=True, quick=True)
 
 
 @dataclass

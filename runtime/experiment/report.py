@@ -106,6 +106,10 @@ def markdown(task: Task, budget: Budget, rows: Sequence[Row], refinement: dict, 
                       "of each run's mean over the unseen seeds, ± the spread (std) of those means across seeds; "
                       "the shares pool every run's episodes.")
     lines.append("")
+    notes = [f"- {r.method}: {r.note}" for r in rows if r.note and r.stage == "IL"]
+    if notes:
+        lines += ["IL (the weights kept: `polc fit`'s choice between declared and fitted on training seeds):",
+                  *notes, ""]
     notes = [f"- {r.method}: {r.note}" for r in rows if r.note and r.stage == "RL"]
     if notes:
         lines += ["RL (training episodes, sampled actions):", *notes, ""]

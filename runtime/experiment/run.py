@@ -241,7 +241,9 @@ class Experiment:
         params = results[f"fit-{s.key}"]["params"]
         il = results[f"eval-{s.key}-il"]
         rows = [Row(f"{s.label} + IL", s.key, "IL", 1, calls, resets0, *_ms(il["mean"]), *_ms(il["sampled"]),
-                    per_seed=il["mean"]["values"], params=params, **_shares(il["mean"], il["sampled"]))]
+                    per_seed=il["mean"]["values"], params=params, note=_kept(results[f"fit-{s.key}"], refinement,
+                                                                           s.source == "refine"),
+                    **_shares(il["mean"], il["sampled"]))]
         if not self.rl:
             return rows
         for engine in self._engines():
@@ -329,8 +331,29 @@ class Experiment:
         except TableError as e:  # a damaged demonstration stops the experiment, saying which file
             raise ExperimentError(f"the demonstration cannot be used: {e}") from None
         result = fit(policy, load_demos(demos, policy.program), config, progress=self.progress)
-        save_params(str(dest), policy, result.params, result.info(demos=str(self.demo)))
-        return {"params": str(dest.relative_to(self.out)), "fit": result.info()}
+        check, choice = self._keep_better(policy, result.params, demos)
+        info = result.info(demos=str(self.demo), keep=choice.to_json(),
+                           **({"closed_loop": check.to_json()} if check is not None else {}))
+        params = result.params
+        if choice.kept == "declared":  # as `polc fit`: the declared weights, the fit kept beside them
+            import jax
+
+            save_params(str(dest.with_suffix(".fitted.params")), policy, result.params, info)
+            params = policy.init(jax.random.PRNGKey(0))
+        save_params(str(dest), policy, params, info)
+        return {"params": str(dest.relative_to(self.out)), "fit": info}
+
+    def _keep_better(self, policy, fitted_params, demos):
+        """`polc fit`'s closed-loop check and choice (`Budget.il_keep`, `Budget.il_check` training
+        seeds outside the demonstration's; never the evaluation seeds): (ClosedLoop or None, Choice)."""
+        from ..il.closed_loop import choose, closed_loop_check, training_seeds
+
+        b = self.budget
+        if not b.il_check:
+            return None, choose(None, b.il_keep)
+        used = [s for s in (demos.metadata or {}).get("seeds") or [] if isinstance(s, int)]
+        check = closed_loop_check(policy, fitted_params, self.spec, training_seeds(self.spec, b.il_check, used))
+        return check, choose(check, b.il_keep)
 
     def _evaluate(self, s: Structure, params_file: str) -> dict:
         """`s` with the params in `params_file` on the unseen seeds, mean and sampled actions."""
@@ -393,6 +416,17 @@ def task_folder(task: Task) -> Path:
 
     checkout = Path(polc.__file__).resolve().parents[1] / task.folder
     return checkout if checkout.exists() else here
+
+
+def _kept(fit: dict, refinement: dict, refined: bool) -> str:
+    """The IL row's note: which weights were kept and why (the loop's last round for the
+    refined structure), or "" for a step cached before keep-better."""
+    if refined:
+        rounds = refinement.get("rounds") or [{}]
+        keep = rounds[-1].get("keep") or {}
+    else:
+        keep = (fit.get("fit") or {}).get("keep") or {}
+    return f"the {keep['kept']} weights: {keep['reason']}" if keep.get("kept") and keep.get("reason") else ""
 
 
 def _scores(ev) -> dict:
@@ -496,7 +530,7 @@ def digest_refinement(run: Path, metric: Any) -> dict:
         "final_round": last, "final_policy": str(final / "policy.pol"), "final_params": str(final / "params.json"),
         "rounds": [{"round": r["round"], "mean": r["eval"]["mean"], "std": r["eval"]["std"],
                     "seeds": r["eval"].get("seeds"), "move": (r.get("move") or {}).get("kind"),
-                    "structure_sha256": r.get("structure_sha256")} for r in rounds],
+                    "structure_sha256": r.get("structure_sha256"), "keep": r.get("keep")} for r in rounds],
         "metric": metric.key,
     }
 

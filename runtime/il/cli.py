@@ -1,7 +1,10 @@
-"""`polc fit FILE.pol --demos DEMOS.parquet -o FILE.params [--restarts K --epochs E --lr LR ...]`:
+"""`polc fit FILE.pol --demos DEMOS.parquet [MORE.parquet ...] -o FILE.params [--restarts K --epochs E --lr LR ...]`:
 imitation learning, the policy's weights fitted to a demonstration (MAP: the weights'
 priors and `--prior-scale` count), then a closed-loop check of the fitted weights
-against the declared ones on a few training seeds (`--check-episodes`, 0: off)."""
+against the declared ones on a few training seeds (`--check-episodes`, 0: off), and
+the better of the two written (`--keep best`, the default; `--keep fitted` writes the
+fit whatever its score). When the declared weights win, the fit is kept beside the
+output as `STEM.fitted.params`."""
 
 from __future__ import annotations
 
@@ -15,6 +18,16 @@ from polc.cli import UsageError
 
 from .defaults import CHECK_EPISODES, PRIOR_SCALE
 
+KEEPS = ("best", "fitted")  # the choices of --keep (closed_loop.KEEPS, without importing numpy)
+
+
+def fitted_path(output: str) -> str:
+    """Where the fit goes when the declared weights are kept: beside the output,
+    `car.params` -> `car.fitted.params`."""
+    import os
+
+    stem, ext = os.path.splitext(output)
+    return f"{stem}.fitted{ext}" if ext else f"{output}.fitted"
 
 
 def _env_name(args: argparse.Namespace, table) -> Optional[str]:
@@ -26,6 +39,8 @@ def _env_name(args: argparse.Namespace, table) -> Optional[str]:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    from .closed_loop import choose
+    from .recovery import concat_demos, used_seeds
     from .train import FitConfig, FitError, fit, load_demos
     from ..io.demo_check import DemoRejected, vet_demo
     from ..io.params import save_params
@@ -36,26 +51,37 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError("polc: --prior-scale must be positive (inf: no pull toward the declared weights).")
     rc.output_file(args.output)  # a missing directory is refused (or made) before the fit, not after
     policy = rc.compile_policy(args.file)
-    table = rc.read_table_or_usage(args.demos)
+    tables = [rc.read_table_or_usage(p) for p in args.demos]
+    table = tables[0]
     env_name = _env_name(args, table) if args.check_episodes else None
     spec = rc.env_spec(env_name) if env_name else None  # an unknown --env is a usage error before fitting
     config = FitConfig(learning_rate=args.lr, mlp_learning_rate=args.mlp_lr, batch_size=args.batch_size,
                        max_epochs=args.epochs, patience=args.patience, val_fraction=args.val_fraction,
                        restarts=args.restarts, seed=args.seed, prior_scale=args.prior_scale)
     try:
-        for note in vet_demo(table, policy.program, strict=args.strict):  # partial, or out of range
-            print(f"polc: warning: {note}", file=sys.stderr)
-        demos = load_demos(table, policy.program)
+        for t in tables:
+            for note in vet_demo(t, policy.program, strict=args.strict):  # partial, or out of range
+                print(f"polc: warning: {note}", file=sys.stderr)
+        demos = concat_demos([load_demos(t, policy.program) for t in tables])
         result = fit(policy, demos, config, progress=not args.quiet)
     except (FitError, DemoRejected) as e:
         return rc.fail(str(e))
-    check = _closed_loop(policy, result.params, spec, table, args)
-    extra = {"demos": args.demos}
+    check = _closed_loop(policy, result.params, spec, used_seeds([t.metadata for t in tables]), args)
+    choice = choose(check, args.keep)
+    extra = {"demos": args.demos[0] if len(args.demos) == 1 else list(args.demos), "keep": choice.to_json()}
     if check is not None:
         extra["closed_loop"] = check.to_json()
-    save_params(args.output, policy, result.params, result.info(**extra))
+    aside = None
+    if choice.kept == "declared":
+        import jax
+
+        aside = fitted_path(args.output)
+        save_params(aside, policy, result.params, result.info(**extra, kept_as=args.output))
+        save_params(args.output, policy, policy.init(jax.random.PRNGKey(0)), result.info(**extra, fit_in=aside))
+    else:
+        save_params(args.output, policy, result.params, result.info(**extra))
     b = result.best
-    print(f"wrote {args.output}: {result.loss} validation {b.val_loss:.4g} (train {b.train_loss:.4g}), "
+    print(f"{'fitted' if aside else 'wrote ' + args.output}: {result.loss} validation {b.val_loss:.4g} (train {b.train_loss:.4g}), "
           f"restart {b.restart + 1} of {config.restarts} at epoch {b.best_epoch}, {result.seconds:.1f} s",
           file=sys.stderr)
     for r in result.restarts:
@@ -65,21 +91,23 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print(check.summary(), file=sys.stderr)
         if check.worse:
             print(check.warning(), file=sys.stderr)
+        print(f"kept the {choice.kept} weights in {args.output}: {choice.reason}"
+              + (f"; the fit is in {aside} (--keep fitted writes it as the output)" if aside else ""),
+              file=sys.stderr)
     elif args.check_episodes and spec is None:
         print("closed-loop check skipped: the demonstration names no environment (give --env NAME)",
               file=sys.stderr)
     return 0
 
 
-def _closed_loop(policy, params, spec, table, args: argparse.Namespace):
+def _closed_loop(policy, params, spec, used: list[int], args: argparse.Namespace):
     if spec is None or not args.check_episodes:
         return None
     from .closed_loop import closed_loop_check, training_seeds
     from .score_cache import default_cache
 
-    used = (table.metadata or {}).get("seeds") or []
     try:
-        seeds = training_seeds(spec, args.check_episodes, [s for s in used if isinstance(s, int)])
+        seeds = training_seeds(spec, args.check_episodes, used)
     except ValueError as e:
         raise UsageError(f"polc: --check-episodes {args.check_episodes}: {e}.") from None
     return closed_loop_check(policy, params, spec, seeds, cache=default_cache())
@@ -96,7 +124,9 @@ def register(sub: Any) -> None:
     """Add `polc fit` to the `polc` subcommands."""
     c = sub.add_parser("fit", help="imitation learning: fit a policy's weights to a demonstration (MAP)")
     c.add_argument("file", help="the .pol policy")
-    c.add_argument("--demos", required=True, help="demonstration (or trace) table, .parquet")
+    c.add_argument("--demos", required=True, nargs="+", metavar="DEMOS.parquet",
+                   help="demonstration (or trace) tables, fitted as one: e.g. a clean lap and recovery laps "
+                        "(`polc demos --perturb`) beside it")
     c.add_argument("-o", "--output", required=True, help="the params file to write (JSON)")
     c.add_argument("--restarts", type=int, default=3, help="fits from different initial draws; the best "
                                                            "validation loss is kept (default 3)")
@@ -114,6 +144,9 @@ def register(sub: Any) -> None:
     c.add_argument("--check-episodes", type=int, default=CHECK_EPISODES, metavar="N",
                    help="closed-loop episodes of the declared and of the fitted weights on training seeds "
                         f"after fitting (default {CHECK_EPISODES}; 0: no check)")
+    c.add_argument("--keep", choices=KEEPS, default="best",
+                   help="best (default): write the better of the declared and the fitted weights in the closed-loop "
+                        "check on training seeds (the fit then goes to STEM.fitted.params); fitted: always the fit")
     c.add_argument("--env", help="environment of the closed-loop check (default: the demonstration's)")
     c.add_argument("--strict", action="store_true",
                    help="refuse a partial demonstration (.partial.parquet) or one whose data leave the program's "

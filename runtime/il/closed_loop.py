@@ -5,9 +5,11 @@ A low imitation loss does not mean a good policy: a term the demonstration never
 excites can be fitted anywhere, and the policy then fails off the demonstrated path.
 So `polc fit` runs both weight sets, mean actions, on a few TRAINING seeds (the
 environment's `demo_seeds`, skipping the ones the demonstration itself was recorded
-on; never the evaluation seeds that `polc eval` reports as unseen) and warns when
-fitting made the score worse. `closed_loop_check` is the function; the refinement
-loop can show its two numbers to the model.
+on; never the evaluation seeds that `polc eval` reports as unseen) and, by default,
+keeps the better of the two (`choose`: the declared weights when fitting made the
+score worse, as with a structure that reads an echo of its own action).
+`closed_loop_check` is the check; `choose` the choice on top of its result, which
+`polc fit`, the refinement loop and `polc experiment` share.
 """
 
 from __future__ import annotations
@@ -100,3 +102,34 @@ def closed_loop_check(policy, fitted_params, spec: Any, seeds: Sequence[int], de
     metric = runs[-1].metric
     return ClosedLoop(spec.schema.name, tuple(int(s) for s in seeds), np.asarray(declared), runs[-1].values,
                       "return" if metric.is_return else metric.key, metric.higher_is_better)
+
+
+KEEPS = ("best", "fitted")  # `polc fit --keep`: the better of declared and fitted in closed loop, or the fit
+
+
+class Choice(NamedTuple):
+    """Which weights a fit hands back: "fitted" or "declared", and why (one sentence)."""
+
+    kept: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"kept": self.kept, "reason": self.reason}
+
+
+def choose(check: Optional[ClosedLoop], keep: str = "best") -> Choice:
+    """The weights to keep after a fit, from the closed-loop check's result (training seeds
+    only): with `keep="best"` the declared ones when fitting made the score worse (`worse`),
+    else the fitted ones; `keep="fitted"` always the fit. Without a check, the fit."""
+    if keep not in KEEPS:
+        raise ValueError(f"keep must be one of {', '.join(KEEPS)}, not {keep!r}")
+    if check is None:
+        return Choice("fitted", "no closed-loop check ran, so the fit is kept")
+    scores = (f"{check.metric} {check.declared_mean:.4g} declared, {check.fitted_mean:.4g} fitted on "
+              f"{len(check.seeds)} training seed{'s' if len(check.seeds) != 1 else ''}")
+    if keep == "fitted":
+        return Choice("fitted", f"--keep fitted ({scores})")
+    if check.worse:
+        return Choice("declared", f"fitting made the policy worse in closed loop ({scores}); the declared "
+                                  "weights are kept")
+    return Choice("fitted", f"the fit is no worse in closed loop ({scores})")

@@ -177,11 +177,15 @@ class Dialogue:
         check = ClosedLoop(self.loop.spec.schema.name, tuple(self.m["rollout_seeds"]),
                            np.asarray(self.m["declared_scores"], float), np.asarray(fitted, float),
                            "return" if metric.is_return else metric.key, metric.higher_is_better)
+        kept_declared = (self.m.get("keep") or {}).get("kept") == "declared"
+        fitted_mean = self.m["closed_loop"]["fitted"] if kept_declared else check.fitted_mean
         verdict = ("so imitation learning made this structure WORSE in closed loop: the demonstration may not "
                    "excite some terms (consider priors `~ normal(mu, sigma)` on them, or fewer free weights)"
-                   if check.worse else "so imitation learning did not make it worse")
+                   if kept_declared or check.worse else "so imitation learning did not make it worse")
+        if kept_declared:  # keep-better: the trace and the scores above are the declared weights'
+            verdict += "; the declared weights were kept, and the trace and the scores above are theirs"
         return (f"With its declared weights (before fitting) the same structure scores {check.declared_mean:.4g} "
-                f"on average on these {self.loop.task.instance}s, fitted {check.fitted_mean:.4g}, {verdict}")
+                f"on average on these {self.loop.task.instance}s, fitted {fitted_mean:.4g}, {verdict}")
 
     def _table_text(self) -> str:
         table = self._trace()

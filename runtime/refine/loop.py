@@ -47,7 +47,8 @@ from .budget import Budget, Meter, spent_in
 from .rundir import WAITING, RunDir, write_json
 from .scripted import TOKEN_ESTIMATE, Choice, WaitingForReply, open_backend
 from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_returns,
-                   fit_program, metric_of, rollout_seeds, traced_rollout)
+                   fit_program, keep_choice, metric_of, rollout_seeds, traced_rollout,
+                   with_declared)
 
 
 
@@ -270,7 +271,7 @@ class Loop:
                 finally:
                     self._timed(m, "fit", t)
                 self._keep(k, fitted, program, text, m)
-                self._observe(k, fitted, program, text, m, final)
+                fitted = self._observe(k, fitted, program, text, m, final)
                 break
             except (FitFailed, ValueError) as e:
                 if not isinstance(e, FitFailed) and not _non_finite(e):
@@ -331,12 +332,14 @@ class Loop:
             raise RoundEnd(f"no fittable structure: {e}", unusable=True) from None
         return program, new
 
-    def _observe(self, k: int, fitted: Fitted, program: Any, text: str, m: dict, final: bool) -> None:
-        """Traced rollout, evaluation and built-in diagnostics."""
+    def _observe(self, k: int, fitted: Fitted, program: Any, text: str, m: dict, final: bool) -> Fitted:
+        """Traced rollout, the closed-loop choice between the fitted and the declared weights
+        (`Settings.keep`, as `polc fit --keep`), evaluation and built-in diagnostics; the
+        weights kept."""
         from polc import __version__
         from polc.emit import sha256
 
-        from ..io.params import params_sha256
+        from ..io.params import params_sha256, save_params
 
         s, d = self.settings, self.run_dir.round_dir(k)
         self.ui.phase(k, f"rollout: {len(self.seeds)} traced episode(s)")
@@ -352,23 +355,37 @@ class Loop:
         shown = not final and s.feedback != "none"
         m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in traced.returns],
                  rollout_scores=scores.rounded(traced.scores, self.metric), resets=len(self.seeds) if shown else 0)
-        if shown:  # the same tracks with the declared weights: did fitting help? (the model is told)
+        if shown or s.keep == "best":  # the same tracks with the declared weights: did fitting help?
             self.ui.phase(k, f"closed loop: the declared weights on the {len(self.seeds)} training seed(s)")
             t = time.monotonic()
             declared = declared_scores(fitted, self.spec, self.seeds, s)
             self._timed(m, "rollout", t)
             m.update(declared_scores=scores.rounded(declared, self.metric), resets=2 * len(self.seeds))
+            check, choice = keep_choice(traced.scores, declared, self.seeds, self.metric, self.task.env, s.keep)
+            m.update(closed_loop=check.to_json(), keep=choice.to_json())
+            if choice.kept == "declared":  # polc fit's default: never hand back a worse fit without saying so
+                self.ui.notice(f"round {k}: kept the declared weights: {choice.reason}")
+                fitted = with_declared(fitted, choice)
+                save_params(str(d / "params.json"), fitted.policy, fitted.params, fitted.info)
+                meta["params"]["sha256"] = params_sha256(fitted.params)
+                t = time.monotonic()
+                traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta, s)
+                self._timed(m, "rollout", t)
+                m.update(weights=fitted.weights, rollout_returns=[round(r, 2) for r in traced.returns],
+                         rollout_scores=scores.rounded(traced.scores, self.metric), resets=3 * len(self.seeds))
         self.ui.phase(k, f"evaluating on {s.eval_episodes} unseen seed(s)")
         t = time.monotonic()
         ev = evaluate_returns(fitted, self.spec, s)
         self._timed(m, "eval", t)
         m["eval"] = scores.eval_json(ev, self.metric)
-        m["eval_episodes"] = len(ev.seeds) + (0 if shown else len(self.seeds))
+        # the traced episodes are resets when they were shown or chose the weights, else evaluation
+        m["eval_episodes"] = len(ev.seeds) + (0 if shown or s.keep == "best" else len(self.seeds))
         self.ui.phase(k, "built-in diagnostics")
         t = time.monotonic()
         report = builtin_diagnostics(program, str(d / "trace.parquet"), fitted, str(self.task.demo))
         self._timed(m, "diagnostics", t)
         self.run_dir.write(f"{d.name}/diagnostics.txt", report.rstrip() + "\n")
+        return fitted
 
     # ---- the conversation --------------------------------------------------------------
 

@@ -45,6 +45,7 @@ class Settings:
     quick: bool = False
     candidates: int = 1              # revisions asked for per REVISE move; the best is kept (1: the paper's loop)
     seed: int = 0                    # the fit's seed and the candidates' order (seeds.json records every seed)
+    keep: str = "best"               # polc fit --keep: best (declared weights when the fit is worse on the training seeds) | fitted
 
     def __post_init__(self) -> None:
         if self.feedback not in FEEDBACK_MODES:
@@ -55,6 +56,8 @@ class Settings:
             raise ValueError(f"--max-reply-chars must be at least {MIN_REPLY_CHARS}, not {self.max_reply_chars}")
         if self.candidates < 1:
             raise ValueError(f"--candidates must be at least 1, not {self.candidates}")
+        if self.keep not in ("best", "fitted"):
+            raise ValueError(f"keep must be best or fitted, not {self.keep!r}")
         if not (0 < self.llm_timeout < math.inf):
             raise ValueError(f"the LLM time limit must be a positive number of seconds, not {self.llm_timeout}")
 
@@ -247,6 +250,32 @@ def declared_scores(fitted: Fitted, spec: Any, seeds: Sequence[int], settings: S
     declared = fitted.policy.init(jax.random.PRNGKey(0))
     result = evaluate(fitted.policy, declared, spec, list(seeds), rollout_config(settings, len(seeds), trace=False))
     return [float(v) for v in result.values]
+
+
+def keep_choice(fitted_scores: Sequence[float], declared: Sequence[float], seeds: Sequence[int], metric: Any,
+                env: str, keep: str):
+    """`polc fit`'s choice (`il.closed_loop.choose`) from the loop's own rollouts of the fitted
+    and the declared weights on the same training seeds: (ClosedLoop, Choice)."""
+    import numpy as np
+
+    from ..il.closed_loop import ClosedLoop, choose
+
+    check = ClosedLoop(env, tuple(int(x) for x in seeds), np.asarray(declared, float),
+                       np.asarray(fitted_scores, float), "return" if metric.is_return else metric.key,
+                       metric.higher_is_better)
+    return check, choose(check, keep)
+
+
+def with_declared(fitted: Fitted, choice: Any) -> Fitted:
+    """`fitted` with the structure's declared weights in place of the fit (the choice recorded)."""
+    import jax
+    import numpy as np
+
+    params = fitted.policy.init(jax.random.PRNGKey(0))
+    constrained = fitted.policy.constrain(params)
+    weights = {w.name: np.asarray(constrained[w.name], np.float64).tolist() for w in fitted.policy.program.weights}
+    return Fitted(fitted.policy, params, {**fitted.info, "keep": choice.to_json(), "fitted_weights": fitted.weights},
+                  weights)
 
 
 def evaluate_returns(fitted: Fitted, spec: Any, settings: Settings):
