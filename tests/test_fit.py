@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import jax
 import numpy as np
@@ -212,3 +213,17 @@ def test_polc_fit_warns_when_the_fit_is_worse_in_closed_loop(demo_path, tmp_path
     assert "closed-loop check skipped: the demonstration names no environment" in capsys.readouterr().err
     assert main(args + ["--check-episodes", "0"]) == 0
     assert "closed" not in capsys.readouterr().err
+
+
+def test_polc_fit_names_a_weight_the_fit_pinned_at_its_bound(demo_path, tmp_path, capsys):
+    """The demonstration's gain is 0.8; capped at 0.3, the fit pushes kp onto the cap, and
+    `polc fit` says so where it reports the fit, in `polc analyze`'s words."""
+    pol, out = tmp_path / "reach.pol", tmp_path / "fit.params"
+    pol.write_text(toy.reach_policy(kp=0.1).replace("kp : real >= 0 = 0.1", "kp : real in [0, 0.3] = 0.1"))
+    assert main(["fit", str(pol), "--demos", demo_path, "-o", str(out), "--restarts", "1", "--epochs", "30",
+                 "--lr", "0.05",
+                 "--prior-scale", "inf", "--check-episodes", "0", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"\n  pinned: kp = 0\.(29\d*|3) sits on its upper bound 0\.3 \([\d.]+% of the way to its initial "
+                     r"value 0\.1\): the demonstration pulls it above 0\.3, or the term does not help\n", err), err
+    assert "pinned: kd" not in err and "pinned: s " not in err

@@ -61,6 +61,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for r in result.restarts:
         if r.stopped.startswith("diverged"):
             print(f"  restart {r.restart + 1} {r.stopped}", file=sys.stderr)
+    for line in _pinned(policy, result.params):
+        print(line, file=sys.stderr)
     if check is not None:
         print(check.summary(), file=sys.stderr)
         if check.worse:
@@ -69,6 +71,23 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print("closed-loop check skipped: the demonstration names no environment (give --env NAME)",
               file=sys.stderr)
     return 0
+
+
+def _pinned(policy, params) -> list[str]:
+    """One line per fitted weight element that sits on a bound, as `polc analyze`'s signs check
+    says it (the data want it past the bound, or its term does not help)."""
+    import numpy as np
+
+    from polc import transforms
+    from ..diagnostics.checks import at_bounds, pinned_sentence
+
+    lines = []
+    for w in policy.program.weights:
+        if not (math.isfinite(w.lo) or math.isfinite(w.hi)):
+            continue
+        value = transforms.constrain(np.asarray(params[w.name], np.float64), w.lo, w.hi, np)
+        lines += [f"  pinned: {pinned_sentence(w, b)}" for b in at_bounds(w, value)]
+    return lines
 
 
 def _closed_loop(policy, params, spec, table, args: argparse.Namespace):
