@@ -28,6 +28,9 @@ from typing import Iterator, Optional
 
 from polc.cli import UsageError, _load as load_program
 
+ENV_HELP = "environment: a name (car_racing), gym:ID (any gymnasium id), or the path of an env.toml"
+
+
 def env_spec(name: str):
     from . import envs
 
@@ -285,7 +288,7 @@ def env_flags(c: argparse.ArgumentParser) -> None:
 def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> None:
     c.add_argument("file", nargs="?" if file_optional else None, help="the .pol policy")
     c.add_argument("--params", help="fitted params (default: the weights declared in the source)")
-    c.add_argument("--env", required=True, help="environment: a name (car_racing), gym:ID, or an env.toml")
+    c.add_argument("--env", required=True, help=ENV_HELP)
     env_flags(c)
     c.add_argument("--n-envs", type=int, default=0, help="environments stepped together (default: every episode, up to 64)")
     c.add_argument("--sample", action="store_true", help="sample the policy's noise instead of acting on means")

@@ -132,7 +132,7 @@ def register(sub: Any) -> None:
     c.add_argument("--check-episodes", type=int, default=CHECK_EPISODES, metavar="N",
                    help="closed-loop episodes of the declared and of the fitted weights on training seeds "
                         f"after fitting (default {CHECK_EPISODES}; 0: no check)")
-    c.add_argument("--env", help="environment of the closed-loop check (default: the demonstration's)")
+    c.add_argument("--env", help="the closed-loop check's " + rc.ENV_HELP + " (default: the demonstration's)")
     c.add_argument("--strict", action="store_true",
                    help="refuse a partial demonstration (.partial.parquet) or one whose data leave the program's "
                         "declared ranges (default: a warning saying how many rows, which columns, by how much)")

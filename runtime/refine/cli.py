@@ -43,7 +43,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import UsageError, sigterm_interrupts
+from ..cli import ENV_HELP, UsageError, sigterm_interrupts
 
 
 EXIT_UNUSABLE = 4  # the run ended because the model's replies could not be used
@@ -453,7 +453,7 @@ def register(sub: Any) -> None:
     """Add `generate` and `refine` to the `polc` subcommands."""
     c = sub.add_parser("generate", help="ask an LLM for an initial structured policy (checked and repaired)")
     c.add_argument("task", help="the task description (Markdown), e.g. examples/car_racing/task.md")
-    c.add_argument("--env", help="environment name (default: the task's `env:` header)")
+    c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header)")
     c.add_argument("-o", "--output", required=True, help="the .pol file to write")
     c.add_argument("--llm", help="gemini:MODEL, openai:MODEL, anthropic:MODEL, replay:DIR or manual:DIR "
                                  "(default: gemini with a key; docs/llm.md)")
@@ -479,7 +479,7 @@ def register(sub: Any) -> None:
     c.add_argument("--quick", action="store_true", help="2 rounds, short episodes, 3 eval seeds, a short fit")
     c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
-    c.add_argument("--env", help="environment name (default: the task's `env:` header, else the folder name)")
+    c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     c.add_argument("--max-tokens", metavar="N", help="stop before a call that would take the run past N tokens "
                                                      "(input + output; 400k, 1.5M)")

@@ -228,7 +228,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add demos, rollout and eval to the `polc` subcommands."""
     c = sub.add_parser("demos", help="run an environment's expert and write a demonstration table")
-    c.add_argument("env", help="environment: a name (car_racing), gym:ID, or an env.toml")
+    c.add_argument("env", help=rc.ENV_HELP)
     rc.env_flags(c)
     c.add_argument("--expert", metavar="FILE.py:FUNCTION",
                    help="your demonstrator for a gym: env, a function of the observation dict that returns the "
