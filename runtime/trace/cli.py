@@ -260,8 +260,8 @@ def register(sub: Any) -> None:
     add_ray_flags(c)
     c.set_defaults(func=rc.guard(cmd_rollout))
 
-    c = sub.add_parser("eval", help="mean ± std score over unseen seeds, the share solved and the success "
-                                    "rate where the environment defines them")
+    c = sub.add_parser("eval", help="mean ± std score over unseen seeds, whether the mean meets the solved threshold, "
+                                    "the share solved and the success rate where the environment defines them")
     rc.runner_flags(c, file_optional=True)
     c.add_argument("--expert", nargs="?", const=True, metavar="FILE.py:FUNCTION",
                    help="evaluate an expert instead of a policy: the environment's own, or yours (a function of "
