@@ -41,9 +41,9 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from ..cli import ENV_HELP, UsageError, sigterm_interrupts
+from ..cli import ENV_HELP, UsageError, no_such_run, polc_command, sigterm_interrupts
 
 
 EXIT_UNUSABLE = 4  # the run ended because the model's replies could not be used
@@ -215,6 +215,8 @@ def _resumed_run(args: argparse.Namespace):
     from .scripted import Choice
     from .work import Settings
 
+    if not os.path.exists(args.resume):
+        raise no_such_run(args.resume, "run directory")
     try:
         run = RunDir.open(args.resume)
     except RunDirError as e:
@@ -370,6 +372,23 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
     print("wrote " + ", ".join(str(f) for f in [run.path / "summary.json", *figures] if f.exists()))
     if notice:
         print(f"\n{notice}")
+    env = run.config.get("env") if isinstance(run.config, dict) else None
+    final = run.round_dir(kept[-1]) if kept else None
+    print("\n" + next_steps(run.path, [f for f in figures if f.exists()], final, env))
+
+
+def next_steps(path: Path, figures: list, final: Optional[Path], env: Optional[str]) -> str:
+    """What to run after a run, with its real directory (a run's name carries its start time):
+    its report, where the plots are, and the final structure's evaluation on 100 unseen seeds."""
+    polc, q = polc_command(), lambda p: shlex.quote(str(p))
+    lines = ["next:", f"  {polc} report {q(path)} -o {q(path / 'report.html')}"
+                      "   # one offline page: every round's source, diff, weights, analysis and plots"]
+    if figures:
+        lines.append(f"  the plots: {', '.join(str(f) for f in figures)}")
+    if final is not None and env:
+        lines.append(f"  {polc} eval {q(final / 'policy.pol')} --params {q(final / 'params.json')} --env {q(env)} "
+                     "--seeds 100   # the final structure on 100 unseen seeds")
+    return "\n".join(lines)
 
 
 # ---- generate --------------------------------------------------------------------------
