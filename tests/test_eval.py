@@ -90,7 +90,7 @@ def test_returns_get_the_digits_of_the_task_scale_and_the_mean_is_judged_against
     console.print(render(result))
     text = console.export_text()
     assert "-3.81" in text and "-3.64 ± 0.38" in text and "yes (2/4)" in text
-    assert "≥ -3.75: the episode's score is at or above -3.75; on the mean row, whether the mean is" in \
+    assert "≥ -3.75 on the mean row: the mean (the threshold is on it), then the episodes at or above it" in \
         " ".join(text.split())
     assert EvalResult("car_racing", np.arange(2), np.array([932.31, 834.26]), np.full(2, 1000), solved_at=900.0) \
         .summary().startswith("car_racing: return 883.3 ± 49.0 over 2 unseen seeds; the mean misses")

@@ -289,8 +289,7 @@ def render(result: EvalResult):
     caption = None
     if result.solved_at is not None:
         side = "at or above" if m.higher_is_better else "at or below"
-        caption = (f"{flags[0]}: the episode's score is {side} {result.solved_at:g}; on the mean row, whether the "
-                   f"mean is (the task's threshold is on the mean), and how many episodes are")
+        caption = f"{flags[0]} on the mean row: the mean (the threshold is on it), then the episodes {side} it"
     t = Table(caption=caption)
     for name in ["seed", *extra, "return", "steps", *flags]:
         t.add_column(name, justify="right")
