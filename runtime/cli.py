@@ -122,7 +122,7 @@ def params_for(policy, path: Optional[str]):
         raise Failure(str(e)) from None
 
 
-RUN_MARKERS = ("run.json", "results.json")  # a `polc refine` run, a `polc experiment` output
+RUN_MARKERS = ("run.json", "experiment.json", "results.json")  # a `polc refine` run, a `polc experiment` output
 
 
 def nearest_runs(path: str, limit: int = 5) -> list[str]:

@@ -127,6 +127,11 @@ def test_a_missing_run_directory_lists_the_nearest_existing_ones(tmp_path, monke
     assert main(["refine", "--resume", "runs/dor"]) == 2
     assert "polc: cannot read 'runs/dor': no such run directory; the nearest run directories: " \
            "runs/door-2026-12-05T09-00-00." in capsys.readouterr().err
+    (tmp_path / "results" / "car_racing-quick").mkdir(parents=True)
+    (tmp_path / "results" / "car_racing-quick" / "experiment.json").write_text("{}")
+    assert main(["experiment", "car_racing", "--quick", "--resume", "-o", "results/car_racing"]) == 2
+    assert capsys.readouterr().err.strip().endswith("to start one there (the nearest run directories: "
+                                                    "results/car_racing-quick).")
     # nothing alike: the newest runs there; no runs at all: just the error
     assert main(["report", "runs/zzz", "-o", "out.html"]) == 2
     assert "the nearest run directories: runs/door-2026-12-05T09-00-00, runs/car_racing-2026-12-06T11-30-00" in \
