@@ -228,7 +228,7 @@ def random_params(tp, policy, rng: np.random.Generator) -> dict:
     return params
 
 
-B = 2  # rows: vmap against a loop over two different rows (each row one more copy of the program to compile)
+B = 3
 
 
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
