@@ -93,6 +93,16 @@ def fold(e: ast.Expr, consts: dict[str, float]) -> Optional[float]:
     return None
 
 
+def _whole_refs(e: T.TExpr) -> list[T.Ref]:
+    """The names `e` reads whole, in source order: not under an index, a reduction or an MLP
+    (those change the shape of what they read)."""
+    if isinstance(e, T.Ref):
+        return [e]
+    if isinstance(e, (T.Index, T.Reduce, T.Mlp)):
+        return []
+    return [r for c in T.children(e) for r in _whole_refs(c)]
+
+
 class ExprChecker:
     """Expression typing; the state (`kinds`, `types`, `poisoned`, `errors`, ...) is `check._Checker`'s."""
 
@@ -216,11 +226,28 @@ class ExprChecker:
         if not e.items:
             self.fail(errors.empty_vector(e.span))
         items = tuple(self.expr(i) for i in e.items)
-        for i in items[1:]:
-            if i.type != items[0].type:
-                self.fail(errors.ragged_vector(i.span, str(items[0].type), str(i.type)))
+        if any(i.type != items[0].type for i in items[1:]):
+            self.fail(self.ragged(items))
         t = items[0].type
         return T.Stack(items, Type(t.base, (len(items),) + t.shape), e.span)
+
+    def ragged(self, items: Sequence[T.TExpr]) -> Diagnostic:
+        """E0209 at the odd item of a vector literal: the items of a type other than the most
+        common one (on a tie, the one with fewer dimensions: a forgotten index makes a value
+        bigger, not smaller), with a note at each whole-array latent it reads unindexed."""
+        counts: dict[Type, int] = {}
+        for i in items:
+            counts[i.type] = counts.get(i.type, 0) + 1
+        expected = max(counts, key=lambda t: (counts[t], -len(t.shape)))
+        odd = next(i for i in items if i.type != expected)
+        latents: dict[str, tuple[str, str, ast.Span, Optional[str]]] = {}
+        if len(odd.type.shape) > len(expected.shape):
+            for r in _whole_refs(odd):
+                decl = self.decls.get(r.name)
+                if r.kind == "latent" and r.type.shape and isinstance(decl, ast.LatentDecl):
+                    source = decl.expr.id if isinstance(decl.expr, ast.Name) else None
+                    latents.setdefault(r.name, (r.name, str(r.type), decl.name_span, source))
+        return errors.ragged_vector(odd.span, str(expected), str(odd.type), latents=list(latents.values()))
 
     def expr_Subscript(self, e: ast.Subscript) -> T.TExpr:
         base = self.expr(e.base)

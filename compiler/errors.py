@@ -345,15 +345,25 @@ def declared_type_mismatch(span: Span, name: str, declared: str, found: str) -> 
                 f'"{name}" is declared as {declared}, but its expression is {found}.', hint + ".")
 
 
-def ragged_vector(span: Span, first: str, other: str, weight: Optional[str] = None) -> Diagnostic:
-    """`weight` names the weight whose initial value is ragged, if that is where it is."""
+def ragged_vector(span: Span, first: str, other: str, weight: Optional[str] = None,
+                  latents: Sequence[tuple[str, str, Span, Optional[str]]] = ()) -> Diagnostic:
+    """`weight` names the weight whose initial value is ragged, if that is where it is. `latents`:
+    (name, type, declaration's name span, the name its expression is, if just a name) of each
+    whole-array latent in the odd item, whose declaration likely lacks an index."""
+    mlp = "to feed values of several shapes to an MLP, pass them as separate inputs: `mlp(a, b, c)`."
+    notes = [(at, f'"{name}" is declared as {t}') for name, t, at, _ in latents]
     if weight is not None:
         hint = f'Give every row of the initial value of "{weight}" the same length, like `[[1, 2], [3, 4]]`.'
+    elif latents:
+        name, t, _, source = latents[0]
+        fix = f"`latent {name} = {source}[0]`" if source else f"`latent {name} = x[0]` for an array `x`"
+        hint = (f'"{name}" is a whole {t}; if it should be one element, index it where it is declared, e.g. '
+                f"{fix}; " + mlp)
     else:
-        hint = ("A vector literal stacks values of one shape; to feed values of several shapes to an MLP, "
-                "pass them as separate inputs: `mlp(a, b, c)`.")
+        hint = "A vector literal stacks values of one shape; " + mlp
     return _err("E0209", "Semantic", span,
-                f"The items of a vector literal must have one type and shape, but found {first} and {other}.", hint)
+                f"The items of a vector literal must have one type and shape, but found {first} and {other}.", hint,
+                notes)
 
 
 def bad_axis(span: Span, axis: int, ndim: int) -> Diagnostic:

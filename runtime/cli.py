@@ -24,9 +24,13 @@ import signal
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Iterator, Optional
 
 from polc.cli import UsageError, _load as load_program
+
+ENV_HELP = "environment: a name (car_racing), gym:ID (any gymnasium id), or the path of an env.toml"
+
 
 def env_spec(name: str):
     from . import envs
@@ -116,6 +120,57 @@ def params_for(policy, path: Optional[str]):
         return load_params(path, policy)
     except ParamsError as e:
         raise Failure(str(e)) from None
+
+
+RUN_MARKERS = ("run.json", "experiment.json", "results.json")  # a `polc refine` run, a `polc experiment` output
+
+
+def nearest_runs(path: str, limit: int = 5) -> list[str]:
+    """The run directories (`RUN_MARKERS`) nearest to a missing `path`, beside where it would be:
+    those whose name starts with its name or whose task part (the name less its start time) is
+    close to it, newest first (run names end in their start time); else the newest ones there."""
+    import difflib
+    import re
+
+    p = Path(path)
+    parent = p.parent
+    while not parent.is_dir() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        runs = [d for d in parent.iterdir() if d.is_dir() and any((d / m).is_file() for m in RUN_MARKERS)]
+    except OSError:
+        return []
+    runs.sort(key=lambda d: d.name, reverse=True)
+    names = [d.name for d in runs]
+    task = {n: re.sub(r"-\d{4}-\d\d-\d\dT[\d-]+$", "", n) for n in names}  # the name without its start time
+    close = set(difflib.get_close_matches(p.name, set(task.values()), n=limit, cutoff=0.6))
+    chosen = [n for n in names if p.name and (n.startswith(p.name) or task[n] in close)] or names
+    return [str(parent / n) if str(parent) != "." else n for n in chosen[:limit]]
+
+
+def no_such_run(path: str, what: str = "file or directory") -> UsageError:
+    """`polc: cannot read 'runs/car_racing': no such ...; the nearest runs: ...` as a usage error."""
+    near = nearest_runs(path)
+    tail = f"; the nearest run directories: {', '.join(near)}" if near else ""
+    return UsageError(f"polc: cannot read '{path}': no such {what}{tail}.")
+
+
+def polc_command() -> str:
+    """How to type polc again in this shell: `polc` when it is on PATH as this program, else
+    the path this process was started by (`.venv/bin/polc` after `make demo`)."""
+    import shutil
+
+    def shown(path: str) -> str:
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else os.path.abspath(path)
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if argv0.endswith(os.path.join("polc", "__main__.py")):  # python -m polc
+        return f"{shown(sys.executable)} -m polc"
+    if os.path.basename(argv0) != "polc" or not os.path.isfile(argv0):
+        return "polc"
+    on_path = shutil.which("polc")
+    return "polc" if on_path and os.path.samefile(on_path, argv0) else shown(argv0)
 
 
 class Failure(Exception):
@@ -302,7 +357,7 @@ def env_flags(c: argparse.ArgumentParser) -> None:
 def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> None:
     c.add_argument("file", nargs="?" if file_optional else None, help="the .pol policy")
     c.add_argument("--params", help="fitted params (default: the weights declared in the source)")
-    c.add_argument("--env", required=True, help="environment: a name (car_racing), gym:ID, or an env.toml")
+    c.add_argument("--env", required=True, help=ENV_HELP)
     env_flags(c)
     c.add_argument("--n-envs", type=int, default=0, help="environments stepped together (default: every episode, up to 64)")
     c.add_argument("--sample", action="store_true", help="sample the policy's noise instead of acting on means")

@@ -16,7 +16,7 @@ from rich.console import Console
 import polc
 from polc.runtime.envs import toy
 from polc.runtime.envs.metric import Metric
-from polc.runtime.trace.evaluate import EvalResult, eval_seeds, evaluate, evaluate_many, render
+from polc.runtime.trace.evaluate import EvalResult, decimals, eval_seeds, evaluate, evaluate_many, render
 from polc.runtime.trace.rollout import RolloutConfig, rollout
 
 
@@ -47,7 +47,8 @@ def test_evaluate_reports_per_seed_returns_and_their_mean_and_std(policy):
     assert doc["env"] == "toy_reach" and doc["episodes"] == 4 and doc["policy"] == "reach.pol"
     assert [r["seed"] for r in doc["per_seed"]] == seeds
     assert doc["mean_return"] == round(result.mean, 2)
-    assert result.summary().startswith(f"toy_reach: return {result.mean:.1f} ± {result.std:.1f} over 4 unseen")
+    d = result.decimals
+    assert result.summary().startswith(f"toy_reach: return {result.mean:.{d}f} ± {result.std:.{d}f} over 4 unseen")
 
 
 def test_rendered_table_has_a_row_per_seed_and_the_mean(policy):
@@ -56,7 +57,7 @@ def test_rendered_table_has_a_row_per_seed_and_the_mean(policy):
     console.print(render(result))
     text = console.export_text()
     assert "10000" in text and "10001" in text
-    assert f"{result.mean:.1f} ± {result.std:.1f}" in text
+    assert f"{result.mean:.{result.decimals}f} ± {result.std:.{result.decimals}f}" in text
 
 
 def test_share_solved_counts_episodes_at_or_above_the_threshold():
@@ -64,9 +65,10 @@ def test_share_solved_counts_episodes_at_or_above_the_threshold():
     result = EvalResult("car_racing", np.arange(10_000, 10_004), returns, np.full(4, 1000), solved_at=900.0)
     assert result.solved.tolist() == [True, True, False, False]  # 900 itself is solved
     assert result.solved_share == 0.5
-    assert "; 50% at or above 900 (2/4)" in result.summary()
+    assert result.summary().endswith("; the mean misses the solved threshold 900 (a mean at or above it); "
+                                     "2/4 episodes (50%) reach it")
     doc = result.to_json()
-    assert doc["solved_at"] == 900.0 and doc["solved_share"] == 0.5
+    assert doc["solved_at"] == 900.0 and doc["solved_share"] == 0.5 and doc["mean_solved"] is False
     assert [r["solved"] for r in doc["per_seed"]] == [True, True, False, False]
     lower = EvalResult("door", np.arange(2), np.zeros(2), np.full(2, 500), scores=np.array([0.01, 0.3]),
                        metric=Metric("d", "d", False, "m", reduce="min"), solved_at=0.08)
@@ -74,6 +76,26 @@ def test_share_solved_counts_episodes_at_or_above_the_threshold():
     plain = EvalResult("toy", np.arange(2), returns[:2], np.full(2, 50))
     assert plain.solved is None and plain.solved_share is None and plain.success_rate is None
     assert "solved" not in plain.to_json() and "success_rate" not in plain.to_json()
+
+
+def test_returns_get_the_digits_of_the_task_scale_and_the_mean_is_judged_against_the_threshold():
+    """Reacher-v5: returns near -3.6 against gymnasium's reward_threshold -3.75, defined on the
+    mean over 100 episodes: one decimal (-3.6) cannot tell them apart, and a share of episodes
+    past the threshold is not whether the task is solved."""
+    returns = np.array([-3.10, -3.52, -3.81, -4.12])  # mean -3.6375, std 0.3788
+    result = EvalResult("gym:Reacher-v5", np.arange(10_000, 10_004), returns, np.full(4, 50), solved_at=-3.75)
+    assert result.summary() == ("gym:Reacher-v5: return -3.64 ± 0.38 over 4 unseen seeds; the mean meets the solved "
+                                "threshold -3.75 (a mean at or above it); 2/4 episodes (50%) reach it")
+    console = Console(record=True, width=120)
+    console.print(render(result))
+    text = console.export_text()
+    assert "-3.81" in text and "-3.64 ± 0.38" in text and "yes (2/4)" in text
+    assert "≥ -3.75 on the mean row: the mean (the threshold is on it), then the episodes at or above it" in \
+        " ".join(text.split())
+    assert EvalResult("car_racing", np.arange(2), np.array([932.31, 834.26]), np.full(2, 1000), solved_at=900.0) \
+        .summary().startswith("car_racing: return 883.3 ± 49.0 over 2 unseen seeds; the mean misses")
+    assert decimals(np.array([0.0123, -0.0150])) == 4 and decimals(np.array([-150.2, -180.0])) == 1
+    assert decimals(np.array([-150.2]), threshold=-150.125) == 3 and decimals(np.array([np.nan])) == 1
 
 
 def test_evaluate_takes_the_solved_threshold_from_the_env_spec(policy):

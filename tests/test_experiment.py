@@ -22,6 +22,9 @@ METHODS = ["Expert demonstration"] + [
     for m in ("IL", "RL, low (8 resets)", "RL, high (16 resets)", "ES, low (8 resets)", "ES, high (16 resets)")]
 PNG = b"\x89PNG\r\n\x1a\n"
 
+# On the Ray modules' xdist worker: conftest's quick experiment then runs once for both.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def polc_in_repo(*argv: str) -> int:
     """`polc ARGV` run from the checkout (the experiments read examples/ from there)."""
@@ -31,10 +34,8 @@ def polc_in_repo(*argv: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("experiment") / "car_racing"
-    assert polc_in_repo("experiment", "car_racing", "--quick", "-q", "-o", str(out)) == 0
-    return out
+def quick_run(quick_car_racing):
+    return quick_car_racing  # conftest's: one quick experiment serves this module and the Ray one
 
 
 @pytest.mark.slow

@@ -139,7 +139,7 @@ def _mtimes(out: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_quick_experiment_on_ray_fails_naming_the_step_resumes_and_gives_the_local_table(
-        cluster, tmp_path, capsys, monkeypatch):
+        cluster, quick_car_racing, tmp_path, capsys, monkeypatch):
     # A copy of the task whose MLP structure does not compile: fit-mlp fails (it is not a
     # worker's fault, so it is not retried), every step not needing it finishes.
     task = tmp_path / "examples" / "car_racing"
@@ -166,8 +166,7 @@ def test_quick_experiment_on_ray_fails_naming_the_step_resumes_and_gives_the_loc
     assert {n: after[n] for n in finished} == finished  # nothing finished was recomputed
     assert len(after) == 32
 
-    local = tmp_path / "local"
-    assert polc(["experiment", "car_racing", "--quick", "-q", "-o", str(local)]) == 0
+    local = quick_car_racing  # the same command without Ray, on the same task files (conftest)
     assert _table_rows(out) == _table_rows(local)
     assert _rows(out) == _rows(local)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import jax
 import numpy as np
@@ -270,3 +271,17 @@ def test_the_declared_score_is_cached_per_structure_and_seeds(tmp_path, monkeypa
     closed_loop.closed_loop_check(compiled(toy.reach_policy(kp=0.5)), fitted, toy.SPEC, [1, 3], cache=cache)
     closed_loop.closed_loop_check(policy, fitted, toy.SPEC, [1, 4], cache=cache)
     assert runs == [2, 1, 2, 2] and len(list((tmp_path / "scores").glob("*.json"))) == 3
+
+
+def test_polc_fit_names_a_weight_the_fit_pinned_at_its_bound(demo_path, tmp_path, capsys):
+    """The demonstration's gain is 0.8; capped at 0.3, the fit pushes kp onto the cap, and
+    `polc fit` says so where it reports the fit, in `polc analyze`'s words."""
+    pol, out = tmp_path / "reach.pol", tmp_path / "fit.params"
+    pol.write_text(toy.reach_policy(kp=0.1).replace("kp : real >= 0 = 0.1", "kp : real in [0, 0.3] = 0.1"))
+    assert main(["fit", str(pol), "--demos", demo_path, "-o", str(out), "--restarts", "1", "--epochs", "30",
+                 "--lr", "0.05",
+                 "--prior-scale", "inf", "--check-episodes", "0", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"\n  pinned: kp = 0\.(29\d*|3) sits on its upper bound 0\.3 \([\d.]+% of the way to its initial "
+                     r"value 0\.1\): the demonstration pulls it above 0\.3, or the term does not help\n", err), err
+    assert "pinned: kd" not in err and "pinned: s " not in err

@@ -88,3 +88,37 @@ def test_the_starter_leaves_out_an_observation_that_echoes_an_action(tmp_path, c
     assert "obs steer_ind" not in text.replace("# obs steer_ind", "") and "* steer_ind" not in text
     code, _, err = polc(capsys, "check", "--env", "car_racing", pol)
     assert code == 0 and "0 warnings" in err
+
+
+def test_the_starter_connects_every_observation_element_to_every_action_element():
+    """Reacher-v5's shapes: each torque element is its own linear function of every element of
+    every observation (one named weight per pair), so fitting can learn a linear policy; an
+    image-sized observation enters by its mean instead of thousands of weights."""
+    import jax
+    import numpy as np
+
+    import polc
+    from polc.runtime.envs.schema import EnvSchema, Field
+    from polc.runtime.envs.starter import starter_pol
+
+    schema = EnvSchema("reacher", "Reacher-v5", "1",
+                       (Field("qvel", (2,), -100, 100, "joint velocities"), Field("dist", (), 0, 1, "distance"),
+                        Field("pixels", (16, 8), 0, 1, "an image")),
+                       (Field("torque", (2,), -1, 1, "joint torques"), Field("grip", (), 0, 1, "grip")))
+    text = starter_pol(schema, "env.toml")
+    for line in ['weight w_torque_qvel   : real[2, 2] = 0 "torque[i] per unit of qvel[j], element [i, j]"',
+                 'weight w_torque_dist   : real[2]    = 0 "torque[i] per unit of dist, element [i]"',
+                 'weight w_torque_pixels : real[2]    = 0 "torque[i] per unit of the mean of pixels, element [i]"',
+                 'weight w_grip_qvel   : real[2] = 0   "grip per unit of qvel[j], element [j]"',
+                 'weight w_grip_dist   : real    = 0   "grip per unit of dist"']:
+        assert line in text, text
+    assert "sum(w_torque_qvel * qvel; axis = 1)" in text and "sum(w_grip_qvel * qvel)" in text
+    assert polc.fmt.format_text(text) == text  # laid out as polc fmt writes it
+    policy = polc.loads(text, "starter.pol").compile()
+    params = policy.init(jax.random.PRNGKey(0))
+    w = np.array([[0.1, -0.2], [0.3, 0.05]], np.float32)
+    params = {**params, "w_torque_qvel": w, "w_torque_dist": np.array([0.2, -0.1], np.float32)}
+    obs = {"qvel": np.array([1.0, -2.0], np.float32), "dist": np.float32(0.5), "pixels": np.zeros((16, 8), np.float32)}
+    mean, latents = policy.apply(params, obs)
+    expected = w @ obs["qvel"] + np.array([0.2, -0.1]) * 0.5
+    assert np.allclose(np.asarray(latents["lin_torque"]), expected, atol=1e-6)

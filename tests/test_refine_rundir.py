@@ -105,3 +105,59 @@ def test_a_damaged_run_directory_is_a_clear_error_on_resume(tmp_path, capsys):
     (d / "done").write_text("x")
     with pytest.raises(RunDirError, match=r"metrics.json is not the metrics of a complete round .*remove"):
         RunDir.open(run).metrics(0)
+
+
+def _runs(root, *names):
+    for n in names:
+        (root / n).mkdir(parents=True)
+        (root / n / "run.json").write_text("{}")
+
+
+def test_a_missing_run_directory_lists_the_nearest_existing_ones(tmp_path, monkeypatch, capsys):
+    """Run directories carry their start time: `polc report runs/car_racing` names the runs there."""
+    from polc.cli import main
+
+    _runs(tmp_path / "runs", "car_racing-2026-12-06T10-00-00", "car_racing-2026-12-06T11-30-00", "door-2026-12-05T09-00-00")
+    (tmp_path / "runs" / "notes").mkdir()  # not a run
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "runs/car_racing", "-o", "out.html"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("polc: cannot read 'runs/car_racing': no such file or directory; the nearest run "
+                           "directories: runs/car_racing-2026-12-06T11-30-00, runs/car_racing-2026-12-06T10-00-00.")
+    assert main(["refine", "--resume", "runs/dor"]) == 2
+    assert "polc: cannot read 'runs/dor': no such run directory; the nearest run directories: " \
+           "runs/door-2026-12-05T09-00-00." in capsys.readouterr().err
+    (tmp_path / "results" / "car_racing-quick").mkdir(parents=True)
+    (tmp_path / "results" / "car_racing-quick" / "experiment.json").write_text("{}")
+    assert main(["experiment", "car_racing", "--quick", "--resume", "-o", "results/car_racing"]) == 2
+    assert capsys.readouterr().err.strip().endswith("to start one there (the nearest run directories: "
+                                                    "results/car_racing-quick).")
+    # nothing alike: the newest runs there; no runs at all: just the error
+    assert main(["report", "runs/zzz", "-o", "out.html"]) == 2
+    assert "the nearest run directories: runs/door-2026-12-05T09-00-00, runs/car_racing-2026-12-06T11-30-00" in \
+        capsys.readouterr().err
+    assert main(["report", "elsewhere/car_racing", "-o", "out.html"]) == 2
+    assert capsys.readouterr().err.strip() == "polc: cannot read 'elsewhere/car_racing': no such file or directory."
+
+
+def test_a_finished_run_ends_with_the_next_commands_and_its_real_directory(tmp_path, monkeypatch):
+    from polc.runtime.cli import polc_command
+    from polc.runtime.refine.cli import next_steps
+
+    run = tmp_path / "runs" / "reacher-2026-12-06T23-15-00"
+    text = next_steps(run, [run / "returns.png", run / "latents.png"], run / "round_02", "gym:Reacher-v5")
+    polc = polc_command()
+    assert text.splitlines() == [
+        "next:",
+        f"  {polc} report {run} -o {run}/report.html   # one offline page: every round's source, diff, weights, "
+        "analysis and plots",
+        f"  the plots: {run}/returns.png, {run}/latents.png",
+        f"  {polc} eval {run}/round_02/policy.pol --params {run}/round_02/params.json --env gym:Reacher-v5 "
+        "--seeds 100   # the final structure on 100 unseen seeds"]
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "polc").write_text("#!/bin/sh\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", [str(venv / "polc"), "refine"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert polc_command() == ".venv/bin/polc"  # after `make demo`, polc is not on PATH

@@ -75,3 +75,14 @@ def test_bad_settings_are_usage_errors(tmp_path, pol, capsys):
     assert code == 2 and "minibatches (3) must divide episodes_per_update (4)" in err
     code, _, err = rl(capsys, pol, str(tmp_path / "run"), "--resets", "4", "--clip", "1.5")
     assert code == 2 and "clip must lie in (0, 1)" in err
+
+
+@pytest.mark.parametrize("command", ["rl", "eval", "rollout", "fit", "refine", "generate"])
+def test_help_says_env_takes_a_name_a_gym_id_or_an_env_toml(command, capsys):
+    """`--env` (or eval's and rollout's ENV) resolves through one registry that takes all three."""
+    from polc.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "environment: a name (car_racing), gym:ID (any gymnasium id), or the path of an env.toml" in text

@@ -160,3 +160,31 @@ def test_the_cli_runs_es_and_refuses_to_resume_it_with_another_engine(tmp_path, 
 def test_es_flags_are_usage_errors_where_they_do_not_apply(argv, message, tmp_path, pol, capsys):
     code, _, err = run_polc(capsys, "rl", pol, "--env", "toy_reach", "-o", str(tmp_path / "r"), *argv)
     assert code == 2 and message in err
+
+
+def test_the_curve_shows_each_updates_population_mean_its_spread_a_running_mean_and_a_legend_off_the_data():
+    """Each ES update plays one training seed, so its population mean swings with the seed
+    (Reacher: -1.7 to -6.3): the curve draws it with its spread over the members, the running
+    mean over SMOOTH updates as the trend, and the legend outside the axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from polc.runtime.rl.curve import SMOOTH, curve_figure, running_mean
+
+    assert running_mean([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    means = [-6.3, -1.7, -5.0, -2.0] * 5
+    records = [{"resets": 20 * (i + 1), "return_mean": m, "return_std": 0.5} for i, m in enumerate(means)]
+    fig = curve_figure(records, "ES: reach.pol on toy_reach", solved=-3.75, label="population mean return")
+    FigureCanvasAgg(fig).draw()
+    (ax,) = fig.axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["population mean return, per update"].get_ydata()) == means
+    smooth = lines[f"running mean over {SMOOTH} updates"].get_ydata()
+    assert smooth[-1] == pytest.approx(np.mean(means[-SMOOTH:])) and np.ptp(smooth[SMOOTH:]) < 0.5
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(-6.8) and band.max() == pytest.approx(-1.2)
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == ["± std over the update's episodes", "population mean return, per update",
+                     f"running mean over {SMOOTH} updates", "solved (-3.75)"]
+    renderer = fig.canvas.get_renderer()
+    assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))

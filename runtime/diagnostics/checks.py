@@ -240,30 +240,54 @@ def check_weights(ctx: Context) -> CheckOut:
     return CheckOut(out)
 
 
+class AtBound(NamedTuple):
+    """One element of a fitted weight that sits on a bound (`at_bounds`)."""
+    index: int      # the element, in row-major order (0 for a scalar)
+    side: str       # "lower" or "upper"
+    bound: float
+    value: float    # the fitted value
+    init: float     # the declared value
+    share: float    # its distance to the bound over the initial distance (<= AT_BOUND)
+
+
+def at_bounds(w: T.Weight, value: Any) -> list[AtBound]:
+    """The elements of weight `w`'s fitted (constrained) `value` that sit on one of its bounds:
+    within AT_BOUND of the declared value's distance from it (half the range when the value was
+    declared on the bound). An element left at its declared value was not fitted, so is not one."""
+    v = np.asarray(value, np.float64).reshape(-1)
+    init = np.broadcast_to(np.asarray(w.init, np.float64), w.type.shape).reshape(-1)
+    out = []
+    for k in range(min(v.size, init.size)):
+        for bound, side in ((w.lo, "lower"), (w.hi, "upper")):
+            if not math.isfinite(bound):
+                continue
+            ref = abs(init[k] - bound)
+            if ref == 0 and math.isfinite(w.lo) and math.isfinite(w.hi):
+                ref = 0.5 * (w.hi - w.lo)
+            ref = ref if ref > 0 else 1.0
+            dist = abs(v[k] - bound)
+            if dist <= AT_BOUND * ref and v[k] != init[k]:
+                out.append(AtBound(k, side, float(bound), float(v[k]), float(init[k]), float(dist / ref)))
+                break
+    return out
+
+
+def pinned_sentence(w: T.Weight, b: AtBound) -> str:
+    """`kp = 0.3 sits on its upper bound 0.3 (0.01% of the way to its initial value 0.8): the
+    demonstration pulls it above 0.3, or the term does not help` (no final full stop)."""
+    other = ("below " if b.side == "lower" else "above ") + num(b.bound)
+    return (f"{w.name + element(w.type.shape, b.index)} = {num(b.value)} sits on its {b.side} bound {num(b.bound)} "
+            f"({pct(b.share)} of the way to its initial value {num(b.init)}): the demonstration pulls it {other}, "
+            f"or the term does not help")
+
+
 def check_signs(ctx: Context) -> CheckOut:
     """Constrained weights that the fit pushed onto a bound: the data want them past it."""
     out: list[Finding] = []
     constrained = [w for w in ctx.tp.weights if math.isfinite(w.lo) or math.isfinite(w.hi)]
     for w in constrained:
-        v = np.asarray(ctx.fitted[w.name], np.float64).reshape(-1)
-        init = np.broadcast_to(np.asarray(w.init, np.float64), w.type.shape).reshape(-1)
-        for k in range(v.size):
-            for bound, side in ((w.lo, "lower"), (w.hi, "upper")):
-                if not math.isfinite(bound):
-                    continue
-                ref = abs(init[k] - bound)
-                if math.isfinite(w.lo) and math.isfinite(w.hi):
-                    ref = max(ref, 0.5 * (w.hi - w.lo)) if ref == 0 else ref
-                ref = ref if ref > 0 else 1.0
-                dist = abs(v[k] - bound)
-                if dist <= AT_BOUND * ref and v[k] != init[k]:  # a weight left at its declared value was not fitted
-                    name = w.name + element(w.type.shape, k)
-                    other = ("below " if side == "lower" else "above ") + num(bound)
-                    out.append(Finding("signs", "warning", w.name,
-                                       f"{name} = {num(v[k])} sits on its {side} bound {num(bound)} ({pct(dist / ref)} "
-                                       f"of the way to its initial value {num(init[k])}): the demonstration pulls "
-                                       f"it {other}, or the term does not help."))
-                    break
+        for b in at_bounds(w, ctx.fitted[w.name]):
+            out.append(Finding("signs", "warning", w.name, pinned_sentence(w, b) + "."))
     if constrained and not out:
         out.append(Finding("signs", "ok", ctx.tp.name, f"All {len(constrained)} constrained weights lie away from "
                                                        f"their bounds."))

@@ -25,8 +25,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     budget = QUICK if args.quick else FULL
     out = Path(args.output or Path("results") / (task.name + ("-quick" if args.quick else "")))
     if args.resume and not (out / "experiment.json").exists():
+        near = [] if out.exists() else rc.nearest_runs(str(out))
         raise UsageError(f"polc: --resume: there is no experiment in '{out}' to continue; run the command "
-                         f"without --resume to start one there.")
+                         f"without --resume to start one there"
+                         + (f" (the nearest run directories: {', '.join(near)})." if near else "."))
     command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] \
         else f"polc experiment {task.name}" + (" --quick" if args.quick else "") + f" -o {out}"
     with rc.locked(str(out), "polc experiment"):

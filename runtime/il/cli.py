@@ -87,6 +87,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for r in result.restarts:
         if r.stopped.startswith("diverged"):
             print(f"  restart {r.restart + 1} {r.stopped}", file=sys.stderr)
+    for line in _pinned(policy, result.params):
+        print(line, file=sys.stderr)
     if check is not None:
         print(check.summary(), file=sys.stderr)
         if check.worse:
@@ -98,6 +100,23 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print("closed-loop check skipped: the demonstration names no environment (give --env NAME)",
               file=sys.stderr)
     return 0
+
+
+def _pinned(policy, params) -> list[str]:
+    """One line per fitted weight element that sits on a bound, as `polc analyze`'s signs check
+    says it (the data want it past the bound, or its term does not help)."""
+    import numpy as np
+
+    from polc import transforms
+    from ..diagnostics.checks import at_bounds, pinned_sentence
+
+    lines = []
+    for w in policy.program.weights:
+        if not (math.isfinite(w.lo) or math.isfinite(w.hi)):
+            continue
+        value = transforms.constrain(np.asarray(params[w.name], np.float64), w.lo, w.hi, np)
+        lines += [f"  pinned: {pinned_sentence(w, b)}" for b in at_bounds(w, value)]
+    return lines
 
 
 def _closed_loop(policy, params, spec, used: list[int], args: argparse.Namespace):
@@ -147,7 +166,7 @@ def register(sub: Any) -> None:
     c.add_argument("--keep", choices=KEEPS, default="best",
                    help="best (default): write the better of the declared and the fitted weights in the closed-loop "
                         "check on training seeds (the fit then goes to STEM.fitted.params); fitted: always the fit")
-    c.add_argument("--env", help="environment of the closed-loop check (default: the demonstration's)")
+    c.add_argument("--env", help="the closed-loop check's " + rc.ENV_HELP + " (default: the demonstration's)")
     c.add_argument("--strict", action="store_true",
                    help="refuse a partial demonstration (.partial.parquet) or one whose data leave the program's "
                         "declared ranges (default: a warning saying how many rows, which columns, by how much)")

@@ -41,9 +41,9 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from ..cli import UsageError, sigterm_interrupts
+from ..cli import ENV_HELP, UsageError, no_such_run, polc_command, sigterm_interrupts
 
 
 EXIT_UNUSABLE = 4  # the run ended because the model's replies could not be used
@@ -223,6 +223,8 @@ def _resumed_run(args: argparse.Namespace):
     from ..io.lock import lock_directory
     from .rundir import RunDir, RunDirError
 
+    if not os.path.exists(args.resume):
+        raise no_such_run(args.resume, "run directory")
     try:
         run = RunDir.open(args.resume)
     except RunDirError as e:
@@ -415,6 +417,23 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
     print("wrote " + ", ".join(str(f) for f in [run.path / "summary.json", *figures] if f.exists()))
     if notice:
         print(f"\n{notice}")
+    env = run.config.get("env") if isinstance(run.config, dict) else None
+    final = run.round_dir(kept[-1]) if kept else None
+    print("\n" + next_steps(run.path, [f for f in figures if f.exists()], final, env))
+
+
+def next_steps(path: Path, figures: list, final: Optional[Path], env: Optional[str]) -> str:
+    """What to run after a run, with its real directory (a run's name carries its start time):
+    its report, where the plots are, and the final structure's evaluation on 100 unseen seeds."""
+    polc, q = polc_command(), lambda p: shlex.quote(str(p))
+    lines = ["next:", f"  {polc} report {q(path)} -o {q(path / 'report.html')}"
+                      "   # one offline page: every round's source, diff, weights, analysis and plots"]
+    if figures:
+        lines.append(f"  the plots: {', '.join(str(f) for f in figures)}")
+    if final is not None and env:
+        lines.append(f"  {polc} eval {q(final / 'policy.pol')} --params {q(final / 'params.json')} --env {q(env)} "
+                     "--seeds 100   # the final structure on 100 unseen seeds")
+    return "\n".join(lines)
 
 
 # ---- generate --------------------------------------------------------------------------
@@ -499,7 +518,7 @@ def register(sub: Any) -> None:
     """Add `generate` and `refine` to the `polc` subcommands."""
     c = sub.add_parser("generate", help="ask an LLM for an initial structured policy (checked and repaired)")
     c.add_argument("task", help="the task description (Markdown), e.g. examples/car_racing/task.md")
-    c.add_argument("--env", help="environment name (default: the task's `env:` header)")
+    c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header)")
     c.add_argument("-o", "--output", required=True, help="the .pol file to write")
     c.add_argument("--llm", help="gemini:MODEL, openai:MODEL, anthropic:MODEL, replay:DIR or manual:DIR "
                                  "(default: gemini with a key; docs/llm.md)")
@@ -525,7 +544,7 @@ def register(sub: Any) -> None:
     c.add_argument("--quick", action="store_true", help="2 rounds, episodes cut at 300 steps (a shorter limit of the environment kept), 3 eval seeds, a short fit")
     c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
-    c.add_argument("--env", help="environment name (default: the task's `env:` header, else the folder name)")
+    c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     c.add_argument("--max-tokens", metavar="N", help="stop before a call that would take the run past N tokens "
                                                      "(input + output; 400k, 1.5M)")

@@ -32,7 +32,7 @@ def _what(path: Path) -> str:
     if path.exists():
         raise UsageError(f"polc: cannot report on '{path}': pass a run directory, an experiment's output "
                          "directory or a .parquet trace.")
-    raise UsageError(f"polc: cannot read '{path}': no such file or directory.")
+    raise rc.no_such_run(str(path))
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -202,25 +202,11 @@ def _constraint(w: Any) -> str:
 
 def pinned(w: Any, value: Any) -> list[str]:
     """The bounds (with the element) that a fitted weight sits on, by the diagnostics' rule
-    (polc.runtime.diagnostics.checks.AT_BOUND: within 2% of its initial distance from it)."""
-    import numpy as np
+    (polc.runtime.diagnostics.checks.at_bounds)."""
+    from ..diagnostics.checks import at_bounds, element
 
-    from ..diagnostics.checks import AT_BOUND
-
-    v = np.asarray(value, np.float64).reshape(-1)
-    init = np.broadcast_to(np.asarray(w.init, np.float64), w.type.shape).reshape(-1)
-    out = []
-    for k in range(min(v.size, init.size)):
-        for bound, side in ((w.lo, "lower"), (w.hi, "upper")):
-            if not math.isfinite(bound):
-                continue
-            ref = abs(init[k] - bound)
-            if ref == 0 and math.isfinite(w.lo) and math.isfinite(w.hi):
-                ref = 0.5 * (w.hi - w.lo)
-            ref = ref if ref > 0 else 1.0
-            if abs(v[k] - bound) <= AT_BOUND * ref and v[k] != init[k]:
-                out.append(f"{w.name}{'' if v.size == 1 else f'[{k}]'} at its {side} bound {num(bound)}")
-    return out
+    return [f"{w.name}{element(w.type.shape, b.index)} at its {b.side} bound {num(b.bound)}"
+            for b in at_bounds(w, value)]
 
 
 def weights_table(program: Any, params: Optional[dict]) -> str:

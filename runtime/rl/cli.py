@@ -321,7 +321,7 @@ def register(sub: Any) -> None:
                                   "strategies on the mean actions)")
     c.add_argument("file", help="the .pol policy (the polc engine needs noise on every action; es does not)")
     c.add_argument("--params", help="params to start from, e.g. from polc fit (default: the declared weights)")
-    c.add_argument("--env", required=True, help="environment name, e.g. car_racing")
+    c.add_argument("--env", required=True, help=rc.ENV_HELP)
     c.add_argument("--engine", choices=("polc", "es", "brax"), default="polc",
                    help="polc: the paper's objective on gymnasium envs (default); es: evolution strategies on the "
                         "mean actions (docs/results/rl.md); brax: brax's PPO on an MJX env")

@@ -234,7 +234,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add demos, rollout and eval to the `polc` subcommands."""
     c = sub.add_parser("demos", help="run an environment's expert and write a demonstration table")
-    c.add_argument("env", help="environment: a name (car_racing), gym:ID, or an env.toml")
+    c.add_argument("env", help=rc.ENV_HELP)
     rc.env_flags(c)
     c.add_argument("--expert", metavar="FILE.py:FUNCTION",
                    help="your demonstrator for a gym: env, a function of the observation dict that returns the "
@@ -266,8 +266,8 @@ def register(sub: Any) -> None:
     add_ray_flags(c)
     c.set_defaults(func=rc.guard(cmd_rollout))
 
-    c = sub.add_parser("eval", help="mean ± std score over unseen seeds, the share solved and the success "
-                                    "rate where the environment defines them")
+    c = sub.add_parser("eval", help="mean ± std score over unseen seeds, whether the mean meets the solved threshold, "
+                                    "the share solved and the success rate where the environment defines them")
     rc.runner_flags(c, file_optional=True)
     c.add_argument("--expert", nargs="?", const=True, metavar="FILE.py:FUNCTION",
                    help="evaluate an expert instead of a policy: the environment's own, or yours (a function of "

@@ -20,6 +20,8 @@ the environment spec defines them, also:
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
 from typing import Any, NamedTuple, Optional, Sequence
 
 import gymnasium as gym
@@ -68,6 +70,20 @@ class EvalResult(NamedTuple):
         return None if solved is None else float(np.mean(solved))
 
     @property
+    def mean_solved(self) -> Optional[bool]:
+        """Whether the mean score reaches `solved_at` (gymnasium's `reward_threshold` is defined
+        on the mean over 100 episodes, Car Racing's on 100 tracks); None without a threshold."""
+        if self.solved_at is None:
+            return None
+        m = self.mean
+        return bool(m >= self.solved_at if self.metric.higher_is_better else m <= self.solved_at)
+
+    @property
+    def decimals(self) -> int:
+        """Decimals of the returns in text: `decimals(returns, the threshold when it is on them)`."""
+        return decimals(self.returns, self.solved_at if self.metric.is_return else None)
+
+    @property
     def success_rate(self) -> Optional[float]:
         """The share of episodes in which the env reported success; None if it reports none."""
         return None if self.successes is None else float(np.mean(self.successes))
@@ -83,7 +99,7 @@ class EvalResult(NamedTuple):
             for row, v in zip(out["per_seed"], self.values):
                 row[self.metric.key] = round(float(v), 4)
         if self.solved_at is not None:
-            out.update(solved_at=self.solved_at, solved_share=round(self.solved_share, 4))
+            out.update(solved_at=self.solved_at, mean_solved=self.mean_solved, solved_share=round(self.solved_share, 4))
             for row, ok in zip(out["per_seed"], self.solved):
                 row["solved"] = bool(ok)
         if self.successes is not None:
@@ -93,18 +109,39 @@ class EvalResult(NamedTuple):
         return {**out, **extra}
 
     def summary(self) -> str:
-        n = len(self.seeds)
+        n, d = len(self.seeds), self.decimals
         if self.metric.is_return:
-            text = f"{self.env}: return {self.mean:.1f} ± {self.std:.1f} over {n} unseen seeds"
+            text = f"{self.env}: return {self.mean:.{d}f} ± {self.std:.{d}f} over {n} unseen seeds"
         else:
             unit = f" {self.metric.unit}" if self.metric.unit else ""
             text = (f"{self.env}: {self.metric.name} {self.mean:.4f} ± {self.std:.4f}{unit} over {n} unseen seeds "
                     f"({self.metric.direction})")
         if self.solved_at is not None:
-            text += f"; {self.solved_share:.0%} at or above {self.solved_at:g} ({int(np.sum(self.solved))}/{n})"
+            text += "; " + self.threshold_sentence()
         if self.successes is not None:
             text += f"; success rate {self.success_rate:.2f} ({int(np.sum(self.successes))}/{n})"
         return text
+
+
+    def threshold_sentence(self) -> str:
+        """`the mean meets the solved threshold -3.75 (a mean at or above it); 49/100 episodes (49%)
+        reach it` (the threshold is on the mean, as gymnasium defines `reward_threshold`)."""
+        side = "at or above" if self.metric.higher_is_better else "at or below"
+        k, n = int(np.sum(self.solved)), len(self.seeds)
+        return (f"the mean {'meets' if self.mean_solved else 'misses'} the solved threshold {self.solved_at:g} "
+                f"(a mean {side} it); {k}/{n} episodes ({self.solved_share:.0%}) reach it")
+
+
+def decimals(values: np.ndarray, threshold: Optional[float] = None) -> int:
+    """Decimals that show `values` to 3 significant digits at their typical size (the median
+    magnitude: Reacher's -3.64, Car Racing's 932.3) and `threshold` as written (-3.75): at least
+    1, at most 6."""
+    v = np.abs(np.asarray(values, np.float64))
+    v = v[np.isfinite(v) & (v > 0)]
+    d = 2 - int(np.floor(np.log10(np.median(v)))) if v.size else 1
+    if threshold is not None and math.isfinite(threshold):
+        d = max(d, -min(0, Decimal(repr(float(threshold))).normalize().as_tuple().exponent))
+    return min(6, max(1, d))
 
 
 def eval_seeds(spec: Any, n: int, start: Optional[int] = None) -> list[int]:
@@ -246,22 +283,28 @@ def render(result: EvalResult):
 
     m = result.metric
     extra = [] if m.is_return else [f"{m.name}" + (f" ({m.unit})" if m.unit else "")]
-    flags = ([] if result.solved_at is None else [f"≥ {result.solved_at:g}"]) + (
+    flags = ([] if result.solved_at is None else [f"{'≥' if m.higher_is_better else '≤'} {result.solved_at:g}"]) + (
         [] if result.successes is None else ["success"])
-    t = Table()
+    d = result.decimals
+    caption = None
+    if result.solved_at is not None:
+        side = "at or above" if m.higher_is_better else "at or below"
+        caption = f"{flags[0]} on the mean row: the mean (the threshold is on it), then the episodes {side} it"
+    t = Table(caption=caption)
     for name in ["seed", *extra, "return", "steps", *flags]:
         t.add_column(name, justify="right")
     solved = result.solved if result.solved is not None else [None] * len(result.seeds)
     success = result.successes if result.successes is not None else [None] * len(result.seeds)
     yes = lambda ok: [] if ok is None else ["yes" if ok else "no"]  # noqa: E731
     for s, v, r, n, a, b in zip(result.seeds, result.values, result.returns, result.lengths, solved, success):
-        t.add_row(str(s), *([f"{v:.4f}"] if extra else []), f"{r:.1f}", str(n), *yes(a), *yes(b))
+        t.add_row(str(s), *([f"{v:.4f}"] if extra else []), f"{r:.{d}f}", str(n), *yes(a), *yes(b))
     t.add_section()
-    shares = ([] if result.solved_at is None else [f"{result.solved_share:.0%}"]) + (
+    k, e = (0 if result.solved is None else int(np.sum(result.solved))), len(result.seeds)
+    shares = ([] if result.solved_at is None else [f"{yes(result.mean_solved)[0]} ({k}/{e})"]) + (
         [] if result.successes is None else [f"{result.success_rate:.2f}"])
     if extra:
         t.add_row("mean ± std", f"{result.mean:.4f} ± {result.std:.4f}",
-                  f"{np.mean(result.returns):.1f} ± {np.std(result.returns):.1f}", "", *shares)
+                  f"{np.mean(result.returns):.{d}f} ± {np.std(result.returns):.{d}f}", "", *shares)
     else:
-        t.add_row("mean ± std", f"{result.mean:.1f} ± {result.std:.1f}", "", *shares)
+        t.add_row("mean ± std", f"{result.mean:.{d}f} ± {result.std:.{d}f}", "", *shares)
     return t

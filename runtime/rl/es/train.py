@@ -182,7 +182,7 @@ def train(policy, params, spec: Any, config: ESConfig, directory: str, resume: b
     space = SearchSpace(policy, params)
     optimiser = _Optimiser(config.lr)
     run = Run(directory, policy, spec, config, engine="es", error=RLError, title="ES",
-              label="mean return of the population (mean actions)")
+              label="population mean return (mean actions)")
     state, meta = run.open(ckpt.TrainState(params, optimiser.init(space.vector(params)), 0, 0, 0.0), start, resume)
     session = time.perf_counter()
     with Population(policy, spec, config.population, space) as population, \
