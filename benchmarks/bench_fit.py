@@ -164,18 +164,7 @@ def main(argv=None) -> int:
         argv_, env, _ = command("warm cache", -1)
         run_fit(argv_, env)  # fills the warm cache (untimed)
         load = common.LoadMeter()
-        cpu = {n: [] for n in CANDIDATES}
-        wall = {n: [] for n in CANDIDATES}
-        results = {n: [] for n in CANDIDATES}
-        for rep in range(args.reps):
-            names = list(CANDIDATES[rep % len(CANDIDATES):] + CANDIDATES[:rep % len(CANDIDATES)])
-            for name in names:
-                argv_, env, out = command(name, rep)
-                c, w = run_fit(argv_, env)
-                cpu[name].append(c)
-                wall[name].append(w)
-                results[name].append(_weights(out))
-                print(f"  rep {rep + 1} {name:10s} {c:6.2f} s CPU {w:6.2f} s wall", file=sys.stderr, flush=True)
+        cpu, wall, results = _interleaved(CANDIDATES, args.reps, command)
         busy = load.busy_cores()
         cache_bytes = sum(f.stat().st_size for f in Path(warm_home).rglob("*") if f.is_file())
     raw = {"machine": common.machine(), "against": args.against, "old_site": args.old_site,
@@ -186,6 +175,21 @@ def main(argv=None) -> int:
     return 0
 
 
+def _interleaved(names, reps: int, command) -> tuple[dict, dict, dict]:
+    """CPU and wall seconds and the written weights of each candidate's `polc fit`, the
+    candidates run in a rotated order each repetition so load drifts hit them alike."""
+    cpu, wall, results = ({n: [] for n in names} for _ in range(3))
+    for rep in range(reps):
+        for name in tuple(names[rep % len(names):]) + tuple(names[:rep % len(names)]):
+            argv_, env, out = command(name, rep)
+            c, w = run_fit(argv_, env)
+            cpu[name].append(c)
+            wall[name].append(w)
+            results[name].append(_weights(out))
+            print(f"  rep {rep + 1} {name:10s} {c:6.2f} s CPU {w:6.2f} s wall", file=sys.stderr, flush=True)
+    return cpu, wall, results
+
+
 PAIRED = ("old off", "new off", "old warm", "new warm")
 
 
@@ -193,9 +197,6 @@ def paired(args, pol: str) -> None:
     """Old and this tree, each with the cache off and warm, interleaved (see `--paired`)."""
     old_tree = common.source_tree(args.against)
     polc_bin = str(Path(sys.executable).parent / "polc")
-    cpu = {n: [] for n in PAIRED}
-    wall = {n: [] for n in PAIRED}
-    results = {n: [] for n in PAIRED}
     with tempfile.TemporaryDirectory() as tmp:
         def command(name: str, rep: int) -> tuple[list[str], dict[str, str], str]:
             side, mode = name.split()
@@ -209,14 +210,7 @@ def paired(args, pol: str) -> None:
         for name in PAIRED:  # untimed: fills each side's warm cache and writes its bytecode
             run_fit(*command(name, -1)[:2])
         load = common.LoadMeter()
-        for rep in range(args.reps):
-            for name in PAIRED[rep % len(PAIRED):] + PAIRED[:rep % len(PAIRED)]:
-                argv_, env, out = command(name, rep)
-                c, w = run_fit(argv_, env)
-                cpu[name].append(c)
-                wall[name].append(w)
-                results[name].append(_weights(out))
-                print(f"  rep {rep + 1} {name:9s} {c:6.2f} s CPU {w:6.2f} s wall", file=sys.stderr, flush=True)
+        cpu, wall, results = _interleaved(PAIRED, args.reps, command)
         busy = load.busy_cores()
     same = {side: all(r["weights"] == results[f"{side} off"][0]["weights"] for m in ("off", "warm")
                       for r in results[f"{side} {m}"]) for side in ("old", "new")}

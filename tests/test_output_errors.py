@@ -64,10 +64,10 @@ def test_rollout_on_a_disk_that_fills_exits_1_naming_the_trace_and_leaves_nothin
     assert sorted(p.name for p in tmp_path.iterdir()) == ["reach.pol"]  # no trace, no partial, no .tmp
 
 
-def test_a_partial_trace_that_does_not_read_back_is_not_announced(tmp_path, pol, capsys, monkeypatch):
-    """An interruption after one episode, and pyarrow's close() losing the footer without a
-    word (as it does on a full tmpfs): no trace.partial.parquet is announced or left."""
+def _interrupt_after_one_episode(monkeypatch):
+    """Ctrl-C as the second episode's table is written: one finished episode to keep."""
     writes = []
+    real_write = pq.ParquetWriter.write_table
 
     def write_table(self, table, row_group_size=None):
         writes.append(1)
@@ -75,8 +75,13 @@ def test_a_partial_trace_that_does_not_read_back_is_not_announced(tmp_path, pol,
             raise KeyboardInterrupt
         return real_write(self, table, row_group_size=row_group_size)
 
-    real_write = pq.ParquetWriter.write_table
     monkeypatch.setattr(pq.ParquetWriter, "write_table", write_table)
+
+
+def test_a_partial_trace_that_does_not_read_back_is_not_announced(tmp_path, pol, capsys, monkeypatch):
+    """An interruption after one episode, and pyarrow's close() losing the footer without a
+    word (as it does on a full tmpfs): no trace.partial.parquet is announced or left."""
+    _interrupt_after_one_episode(monkeypatch)
     monkeypatch.setattr(pq.ParquetWriter, "add_key_value_metadata", lambda self, meta: None)
     monkeypatch.setattr(pq.ParquetWriter, "close", lambda self: None)  # footer never written
     out = tmp_path / "trace.parquet"
@@ -88,16 +93,7 @@ def test_a_partial_trace_that_does_not_read_back_is_not_announced(tmp_path, pol,
 
 
 def test_a_partial_trace_is_announced_once_it_reads_back(tmp_path, pol, capsys, monkeypatch):
-    writes = []
-
-    def write_table(self, table, row_group_size=None):
-        writes.append(1)
-        if len(writes) == 2:
-            raise KeyboardInterrupt
-        return real_write(self, table, row_group_size=row_group_size)
-
-    real_write = pq.ParquetWriter.write_table
-    monkeypatch.setattr(pq.ParquetWriter, "write_table", write_table)
+    _interrupt_after_one_episode(monkeypatch)
     out = tmp_path / "trace.parquet"
     code, _, err = polc(capsys, "rollout", pol, "--env", "toy_reach", "--episodes", "3", "--n-envs", "1",
                         "-o", str(out), "-q")
