@@ -62,7 +62,10 @@ def test_none_mode_gives_no_execution_feedback(runs):
     sent = "".join(render(p) for p in model.prompts)
     assert "# Rollout" not in sent and "Built-in diagnostics" not in sent and "return" not in sent.lower()
     assert "Earlier rounds of this run:\n- Round 0: structure \"reach\"; your move: REVISE" in sent
-    assert [m["resets"] for m in loop.history] == [0, 0]  # no trace was given to the model
+    # No trace reaches the model (above); the episodes counted are keep=best's closed-loop choice
+    # between the fitted and the declared weights, one of each per training seed.
+    assert [m["resets"] for m in loop.history] == [2, 2]
+    assert all(m["keep"]["kept"] in ("fitted", "declared") for m in loop.history)
 
 
 def test_the_table_costs_what_it_weighs(runs):

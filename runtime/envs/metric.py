@@ -57,7 +57,7 @@ class Metric:
         if self.per_step is None:
             values = np.asarray(columns["reward"], np.float64)
         else:
-            values = self._per_step_values(columns, len(columns["reward"]))
+            values = self._per_step_values(columns, _steps(columns))
         if values.ndim != 1 or not len(values):
             raise ValueError(f"metric {self.key!r} needs one value per step, got shape {values.shape}")
         return float(_REDUCE[self.reduce](values))
@@ -85,6 +85,12 @@ class Metric:
             raise MetricError(f"{who} returned {values[bad[0]]} at step {bad[0]} of an episode of {steps} steps; "
                               "a score must be finite")
         return values
+
+
+def _steps(columns: Columns) -> int:
+    """The episode's length: every column has one row per step (a table read back from a
+    trace may carry no reward column)."""
+    return len(columns["reward"]) if "reward" in columns else len(next(iter(columns.values())))
 
 
 RETURN = Metric("return", "return", True, "the undiscounted sum of the rewards over the episode")
