@@ -16,7 +16,7 @@ and keeps the names users import short, `polc.typed`, `polc.intervals`):
     analysis    analyze (the entry), abstract, intervals (with element_rules, one element's
                 ranges, and floats, small arrays in plain Python), directions, rational, deps,
                 counterexample
-    back end    lower, emit, reference (the NumPy interpreter lower is tested against), transforms
+    back end    lower, emit, emit_c (C99, with c_expr), reference (the NumPy interpreter lower is tested against), transforms
     tools       fmt, graph (with layout, its box placement); diagnostics (rendering), files, cli (the driver)
 Nothing here imports the runtime, and nothing `polc check` needs imports jax or numpy
 (numpy is for the back ends and the counterexample search).

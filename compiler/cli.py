@@ -1,7 +1,7 @@
 """The `polc` command line.
 
     polc check FILE [--format json] [--werror] [-v] [--watch]
-    polc compile FILE -o OUT.py|OUT.mlir|OUT.json [--emit python|hlo|json]
+    polc compile FILE -o OUT.py|OUT.mlir|OUT.json|OUT.c [--emit python|hlo|json|c] [--params P]
     polc graph FILE -o OUT.svg|OUT.dot
     polc fmt FILE [--check | -i]
     polc lsp                              (the language server, on stdio)
@@ -31,6 +31,7 @@ from typing import Callable, Optional, Sequence
 
 from .ast import Span
 from .diagnostics import Diagnostic, InternalCompilerError, PolError, dumps, render_all
+from .files import write_error_text
 
 
 def __getattr__(name: str):
@@ -167,7 +168,7 @@ def _env_diagnostics(program, env: str, schema: Optional[str] = None, env_kwargs
 
 
 # The extensions each output format is written under (the first is the one to suggest).
-EMIT_EXTENSIONS = {"python": (".py",), "hlo": (".mlir",), "json": (".json",)}
+EMIT_EXTENSIONS = {"python": (".py",), "hlo": (".mlir",), "json": (".json",), "c": (".c",)}
 GRAPH_EXTENSIONS = {"svg": (".svg",), "dot": (".dot", ".gv")}
 
 
@@ -190,12 +191,64 @@ def output_format(output: Optional[str], chosen: Optional[str], formats: dict[st
     return by_ext or default
 
 
+def _c_weights(tp, params_path: Optional[str]):
+    """The weights the C code bakes in: a params file's, read by the runtime's params reader
+    (looked up by name: the compiler never imports the runtime), else the declared initial
+    values (mlps as `init(PRNGKey(0))` draws them)."""
+    import jax
+
+    from .emit_c import weight_values
+    from .lower import lower
+
+    policy = lower(tp)
+    if params_path is None:
+        return weight_values(tp, policy.init(jax.random.PRNGKey(0)),
+                             "the declared initial values (mlps: init(PRNGKey(0)))")
+    if not os.path.exists(params_path):
+        raise UsageError(f"polc: cannot read '{params_path}': no such file.")
+    try:
+        mod = importlib.import_module("polc.runtime.io.params")
+    except ImportError:
+        raise UsageError("polc: --params needs the polc runtime, which is not installed.") from None
+    try:
+        params = mod.load_params(params_path, policy)
+    except mod.ParamsError as e:
+        raise UsageError(f"polc: {e}") from None
+    return weight_values(tp, params, f"the params file {os.path.basename(params_path)}")
+
+
+def _compile_c(args: argparse.Namespace, tp) -> None:
+    """`compile -o X.c`: X.c and X.h beside it."""
+    from .emit_c import emit_c
+    from .files import write_atomic
+
+    if args.output in (None, "-"):
+        raise UsageError("polc: C output is two files (X.c and X.h): name the .c file with -o.")
+    stem = os.path.splitext(args.output)[0]
+    header = os.path.basename(stem) + ".h"
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", header):
+        raise UsageError(f"polc: cannot write '{args.output}': the .c file includes its header by name, so "
+                         f"the name may hold only letters, digits and _ . + -.")
+    src = emit_c(tp, _c_weights(tp, args.params), header)
+    write_atomic(stem + ".h", src.h)
+    write_atomic(args.output, src.c)
+    print(f"wrote {args.output} and {stem}.h", file=sys.stderr)
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     emit_as = output_format(args.output, args.emit, EMIT_EXTENSIONS, "python", "--emit")
+    if args.params is not None and emit_as != "c":
+        raise UsageError("polc: --params bakes weights into C output only (-o X.c); the other formats "
+                         "take params when they run.")
     program, _ = _load(args.file)
     tp = program.typed
     from . import emit
 
+    if emit_as == "c":
+        _compile_c(args, tp)
+        if program.warnings:
+            _emit_diagnostics(program.warnings, tp.source, "text")
+        return 0
     if emit_as == "python":
         out = emit.emit_python(tp)
     elif emit_as == "hlo":
@@ -284,12 +337,16 @@ def build_parser(with_runtime: bool = True) -> argparse.ArgumentParser:
     c.add_argument("--watch", action="store_true", help="check again every time the file is saved (Ctrl-C stops)")
     c.set_defaults(func=cmd_check)
 
-    c = sub.add_parser("compile", help="compile to a standalone JAX module, StableHLO, or the checked graph")
+    c = sub.add_parser("compile", help="compile to a standalone JAX module, StableHLO, the checked graph, or C")
     c.add_argument("file")
-    c.add_argument("-o", "--output", help="output file; .py, .mlir or .json picks the format (default: standard output)")
-    c.add_argument("--emit", choices=("python", "hlo", "json"),
+    c.add_argument("-o", "--output", help="output file; .py, .mlir, .json or .c picks the format "
+                                          "(default: standard output)")
+    c.add_argument("--emit", choices=("python", "hlo", "json", "c"),
                    help="python: a standalone JAX module; hlo: StableHLO text via jax.export; json: the checked "
-                        "graph with proved intervals (default: from -o's extension, else python)")
+                        "graph with proved intervals; c: C99 source and header (X.c and X.h, docs/deploying.md) "
+                        "(default: from -o's extension, else python)")
+    c.add_argument("--params", metavar="P", help="with C output: bake in the weights of this params file "
+                                                  "(default: the declared initial values)")
     c.set_defaults(func=cmd_compile)
 
     c = sub.add_parser("graph", help="draw the dataflow graph (SVG, or DOT for a .dot output)")
@@ -372,13 +429,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         print(str(e), file=sys.stderr)
         return 3
-    except Exception as e:  # a bug in polc: say so, without a traceback
+    except OSError as e:  # a full or read-only disk is the user's to fix (exit 1); anything else a bug
+        text = write_error_text(e)
+        if text is None:
+            if os.environ.get("POLC_DEBUG"):
+                raise
+            return _internal_error(e)
+        print(text, file=sys.stderr)
+        return 1
+    except Exception as e:
         if os.environ.get("POLC_DEBUG"):
             raise
-        print(f"Internal compiler error: {type(e).__name__}: {e}\n"
-              "This is a bug in polc, not in your program; rerun with POLC_DEBUG=1 for a traceback "
-              "and report it with the .pol file.", file=sys.stderr)
-        return 3
+        return _internal_error(e)
+
+
+def _internal_error(e: Exception) -> int:
+    """A bug in polc: say so, without a traceback."""
+    print(f"Internal compiler error: {type(e).__name__}: {e}\n"
+          "This is a bug in polc, not in your program; rerun with POLC_DEBUG=1 for a traceback "
+          "and report it with the .pol file.", file=sys.stderr)
+    return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,18 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
+import logging
+import sys
 import threading
-from typing import Optional
+from typing import BinaryIO, Optional
 
 from lsprotocol import types as L
 from pygls import uris
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from polc import __version__, ast
 from polc.diagnostics import Diagnostic
 
 from . import document as D
+from . import framing
 from .builtins import FUNCTIONS, KEYWORDS
 
 DEBOUNCE_SECONDS = 0.2  # a check starts once typing pauses this long
@@ -41,6 +46,8 @@ COMPLETION_KIND = {"obs": L.CompletionItemKind.Field, "weight": L.CompletionItem
 
 INTERNAL = "internal-error"  # the code of a bug in polc met on some text (not a Pol diagnostic)
 
+logger = logging.getLogger(__name__)
+
 
 class PolServer(LanguageServer):
     def __init__(self) -> None:
@@ -51,6 +58,55 @@ class PolServer(LanguageServer):
         self.lock = threading.Lock()
         # One worker: checks of one document run in order, and the compiler runs in one thread at a time.
         self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="polc-check")
+
+    # ---- reading the client ------------------------------------------------------------------
+
+    def start_io(self, stdin: Optional[BinaryIO] = None, stdout: Optional[BinaryIO] = None) -> None:
+        """Serve on standard input and output until the client says exit. The base protocol is
+        read by `framing.Framer`, not by pygls's reader: after one badly framed message that one
+        stayed out of step for good, and a huge Content-Length made it allocate that much."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(self.read_messages(stdin or sys.stdin.buffer))
+        except BrokenPipeError:
+            logger.error("polc lsp: the connection to the client is lost; shutting down.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    async def read_messages(self, stdin: BinaryIO, max_bytes: int = framing.MAX_MESSAGE_BYTES) -> None:
+        framer = framing.Framer(max_bytes)
+        read = getattr(stdin, "read1", stdin.read)  # what has arrived, never wait for a length
+        loop = asyncio.get_running_loop()
+        while not self._stop_event.is_set():
+            data = await loop.run_in_executor(self.thread_pool, read, 1 << 16)
+            if not data:
+                return
+            for event in framer.feed(data):
+                if isinstance(event, framing.Problem):
+                    self.framing_problem(event.text)
+                else:
+                    self.handle_body(event.data)
+
+    def handle_body(self, body: bytes) -> None:
+        try:
+            message = json.loads(body, object_hook=self.protocol.structure_message)
+        except Exception as e:  # noqa: BLE001 - not JSON, too deep, not a JSON-RPC message
+            self.framing_problem(f"skipped a message that is not a JSON-RPC message "
+                                 f"({type(e).__name__}: {str(e)[:120]})")
+            return
+        try:
+            self.protocol.handle_message(message)
+        except Exception as e:  # noqa: BLE001 - as pygls's own reader: say it, serve on
+            logger.exception("Unable to handle message")
+            self._report_server_error(e, JsonRpcException)
+
+    def framing_problem(self, text: str) -> None:
+        """Say what was wrong in the stream (stderr, and the client's log) and serve on."""
+        logger.warning("polc lsp: %s", text)
+        self.window_log_message(L.LogMessageParams(L.MessageType.Warning, f"polc lsp: {text}"))
 
     # ---- checking --------------------------------------------------------------------------
 

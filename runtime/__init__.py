@@ -3,7 +3,7 @@
 One folder per part; imports go one way, down this list (a test checks the graph):
 
     envs/         the environments polc knows, their schemas, experts and metrics (and a toy one)
-    io/           the files: step tables in Parquet, params files
+    io/           the files: step tables in Parquet, params files; c_policy (generated C built and called)
     trace/        rollouts, evaluation and demonstrations (polc demos, rollout, eval)
     plot/         figures of table columns (polc plot) and the atomic PNG writer
     il/           imitation learning (polc fit): losses, train, cli

@@ -122,6 +122,20 @@ class Failure(Exception):
     """A failure the user must fix: exit code 1 with this message."""
 
 
+@contextlib.contextmanager
+def locked(directory: str, command: str) -> Iterator[None]:
+    """`directory`'s run-directory lock held through the block (`polc.runtime.io.lock`);
+    `Failure` naming the holder when another process has it."""
+    from .io.lock import DirectoryLocked, lock_directory
+
+    try:
+        lock = lock_directory(directory, command)
+    except DirectoryLocked as e:
+        raise Failure(str(e)) from None
+    with lock:
+        yield
+
+
 def read_table_or_usage(path: str):
     from .io.table import TableError, read_table
 
@@ -233,6 +247,9 @@ def writing(writer) -> Iterator:
             if kept:
                 print(f"polc: stopped; the {writer.episodes} finished episode(s) are in {kept} "
                       f"({writer.path} was not written).", file=sys.stderr)
+            elif writer.episodes:  # a full disk: not even the partial file could be written
+                print(f"polc: stopped; the {writer.episodes} finished episode(s) could not be kept either "
+                      f"({writer.path} was not written).", file=sys.stderr)
             elif isinstance(e, KeyboardInterrupt):
                 print("polc: interrupted before the first episode finished; nothing written.", file=sys.stderr)
             raise
@@ -293,5 +310,5 @@ def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> Non
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-__all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_meta", "env_options", "env_spec", "episode_progress", "fail", "guard", "output_file",
+__all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_meta", "env_options", "env_spec", "episode_progress", "fail", "guard", "locked", "output_file",
            "load_program", "params_for", "parse_env_kwargs", "read_table_or_usage", "runner_flags", "sigterm_interrupts", "writing"]

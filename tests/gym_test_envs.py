@@ -92,3 +92,27 @@ def forgetful_expert(obs: dict) -> dict:
 def closeness(columns: dict) -> np.ndarray:
     """A metric per step for the tests' [metric] table: how close the mass is to its target."""
     return -np.abs(columns["obs.target"] - columns["obs.pos"])
+
+
+# ---- user functions that go wrong (tests/test_task_files.py) ----------------------------------
+
+
+def three_values_expert(obs: dict) -> np.ndarray:
+    """FlatReach's action is Box(1): three values are not its action."""
+    return np.array([0.5, 0.0, 0.0], np.float32)
+
+
+def nan_metric(columns: dict) -> np.ndarray:
+    return np.full(len(columns["reward"]), np.nan)
+
+
+def short_metric(columns: dict) -> np.ndarray:
+    return np.ones(3)
+
+
+def text_metric(columns: dict) -> str:
+    return "great"
+
+
+def raising_metric(columns: dict) -> np.ndarray:
+    return columns["obs.no_such"]

@@ -58,7 +58,8 @@ def test_graph_follows_the_extension(tmp_path):
     (["graph", POLICY, "-o", "{tmp}/g.png"], "this command writes .svg, .dot, .gv files"),
     (["graph", POLICY, "--format", "svg", "-o", "{tmp}/g.dot"], "names dot output but --format is svg"),
     (["compile", POLICY, "--emit", "python", "-o", "{tmp}/c.mlir"], "names hlo output but --emit is python"),
-    (["compile", POLICY, "-o", "{tmp}/c.txt"], "this command writes .py, .mlir, .json files"),
+    (["compile", POLICY, "-o", "{tmp}/c.txt"], "this command writes .py, .mlir, .json, .c files"),
+    (["compile", POLICY, "--emit", "c", "-o", "{tmp}/c.py"], "names python output but --emit is c"),
 ])
 def test_a_mismatched_extension_is_a_usage_error(tmp_path, capsys, argv, says):
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2

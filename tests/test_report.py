@@ -212,6 +212,24 @@ def test_the_page_of_a_run_renders_offline_with_every_round(run_dir, browser, tm
     assert len(shot.getcolors(1 << 16) or range(1 << 16)) > 50  # text, boxes and colours, not a blank page
 
 
+def test_only_the_pages_own_script_runs_even_if_markup_escaped(browser, tmp_path):
+    # An escaping bug would put a script of someone else's into the page: the CSP names the
+    # page's own script by its hash (no 'unsafe-inline'), so the browser refuses the other one.
+    from polc.runtime.report.page import SCRIPT_HASH, document
+
+    page = document("t", "s", [("a", "A", "<script>window.__evil = 1</script>"
+                                          "<img src=x onerror=\"window.__evil = 2\">")])
+    assert f"script-src '{SCRIPT_HASH}'" in page and "script-src 'unsafe-inline'" not in page
+    out = tmp_path / "csp.html"
+    out.write_text(page)
+    browser.open(out)
+    assert browser.js("document.body.dataset.ready") == "yes"  # the page's own script ran
+    assert browser.js("window.__evil === undefined")
+    refused = [e for e in browser.events if e.get("method") == "Log.entryAdded"
+               and "Content Security Policy" in e["params"]["entry"]["text"]]
+    assert refused  # and the browser said why the other one did not
+
+
 def test_a_weight_fitted_onto_its_bound_is_marked_pinned(run_dir, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(run_dir, run)

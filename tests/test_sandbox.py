@@ -139,6 +139,46 @@ def analyze(df):
     assert not result.ok and result.error == "The analysis raised KeyError at line 10: 'GEMINI_API_KEY'."
 
 
+def host_slab_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Slab:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no Slab line in /proc/meminfo")
+
+
+FILE_BOMB = """
+def analyze(df):
+    for i in range(300_000):
+        open(f"f{i}", "w").close()
+"""
+
+
+def test_a_file_bomb_hits_the_file_limit_while_host_slab_stays_bounded(trace):
+    # Empty files cost no tmpfs size, but each inode is host kernel memory (Slab): sample it
+    # from the host while the bomb runs (the tmpfs and its inodes are gone once it ends).
+    before, peak, done = host_slab_bytes(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], host_slab_bytes())
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = run(FILE_BOMB, trace, files=2000)
+    finally:
+        done.set()
+        sampler.join()
+    assert not result.ok and result.limit == "disk"
+    assert result.error == ("The analysis filled its working directory at line 4: it may write at "
+                            "most 16777216 bytes and create at most 2000 files and directories "
+                            "in all.")
+    # a tmpfs inode costs about 1 KB of Slab: 2000 are ~2 MB. Unlimited (nr_inodes=0, as before),
+    # the bomb grew it by 58-63 MB in its 3 CPU seconds here (the sweep: 3 GB for 3 million files).
+    assert peak[0] - before < 32 << 20
+
+
 @pytest.mark.parametrize("target", [
     str(PROJECT / "runtime" / f"escape-{uuid.uuid4().hex}.py"),
     f"/tmp/polc-escape-{uuid.uuid4().hex}",
@@ -263,12 +303,21 @@ X86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter i
 
 @X86_64
 def test_inside_the_filter_is_on_no_capability_is_left_and_no_descriptor_is_inherited(trace, mode):
+    # /proc is out of its view, so it asks the kernel itself: prctl and capget
     code = """
-import os
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def prctl(*args):
+    return libc.prctl(*[ctypes.c_ulong(a) for a in (args + (0, 0, 0, 0))[:5]])
 def analyze(df):
-    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+    header, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+    assert libc.capget(header, data) == 0
+    status = {"Seccomp": prctl(21), "NoNewPrivs": prctl(39),  # PR_GET_SECCOMP, PR_GET_NO_NEW_PRIVS
+              "CapBnd": f"{sum(1 << c for c in range(64) if prctl(23, c) == 1):016x}",  # PR_CAPBSET_READ
+              "CapPrm": f"{data[1] | data[4] << 32:016x}", "CapEff": f"{data[0] | data[3] << 32:016x}",
+              "CapAmb": f"{sum(1 << c for c in range(64) if prctl(47, 1, c) == 1):016x}"}  # IS_SET
     for key in ("Seccomp", "CapBnd", "CapPrm", "CapEff", "CapAmb", "NoNewPrivs"):
-        print(key, status[key].strip())
+        print(key, status[key])
     open_fds = []
     for fd in range(3, 1024):
         try:
@@ -407,7 +456,7 @@ def test_without_the_filter_that_socket_is_still_out_of_view(trace, host_unix_so
     path, accepted = host_unix_socket
     monkeypatch.setattr(sandbox, "SECCOMP_MACHINES", ())
     code = CONNECT_UNIX.format(address=path).replace("    s = socket", (
-        "    import os\n    print(open('/proc/self/status').read().count('Seccomp:\\t0'), "
+        "    import ctypes, os\n    print(int(ctypes.CDLL(None).prctl(21, 0, 0, 0, 0) == 0), "
         "[name[:13] for name in os.listdir('/tmp')])\n    s = socket"))
     with pytest.warns(sandbox.SandboxWarning, match="no system-call filter for"):
         result = run(code, trace)
@@ -542,9 +591,46 @@ def analyze(df):
                                             tempfile.gettempdir())]
     places += [os.path.abspath(p) for p in (sys.prefix, sys.executable)]
     assert set(ast.literal_eval(top)) == system | {"dev", "proc"} | {Path(p).parts[1] for p in places}
-    assert ast.literal_eval(dev) == ["fd", "full", "null", "random", "stderr", "stdin", "stdout", "urandom",
-                         "zero"]  # no terminal (/dev/pts, /dev/tty), no /dev/shm, no other device
+    assert ast.literal_eval(dev) == ["full", "null", "random", "urandom", "zero"]  # no terminal (/dev/pts,
+    # /dev/tty), no /dev/shm, no other device; no /dev/fd or /dev/stdin, which would point into /proc
     assert ast.literal_eval(own) == ["input", "work"] and devices == "True 1"
+
+
+MOUNT_TABLES = """
+import os, subprocess, sys, threading
+PATHS = [f"/proc/{who}/{name}" for who in ("self", "thread-self", "1", "2")
+         for name in ("mountinfo", "mounts", "mountstats")] + ["/proc/mounts"]
+def read_all():
+    seen = []
+    for path in PATHS:
+        try:
+            seen.append((path, len(open(path).read())))
+        except OSError as e:
+            seen.append((path, type(e).__name__))
+    return seen
+def analyze(df):
+    print(os.listdir("/proc"))
+    print(read_all())
+    in_thread = []
+    t = threading.Thread(target=lambda: in_thread.extend(read_all()))
+    t.start(); t.join()
+    print(in_thread)
+    child = "import os; print([os.path.exists(p) for p in ('/proc/self/mountinfo', '/proc/mounts')])"
+    print(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True).stdout.strip())
+"""
+
+
+def test_no_process_or_thread_of_the_analysis_sees_a_mount_table(trace, mode):
+    """Issue 34, item 3: /proc/*/mountinfo named the host's side of every mount (the block
+    device, its options, the directories the bind mounts come from). No mount over those files
+    could cover the processes and threads the analysis starts later, so it sees no /proc."""
+    result = run(MOUNT_TABLES, trace)
+    assert result.ok, result.error
+    listing, own, in_thread, child = result.output.splitlines()
+    assert listing == "[]" and child == "[False, False]"
+    for seen in (own, in_thread):
+        assert len(ast.literal_eval(seen)) == 13
+        assert {why for _, why in ast.literal_eval(seen)} == {"FileNotFoundError"}
 
 
 def test_without_pyseccomp_the_sandbox_refuses_rather_than_run_unfiltered(monkeypatch):
@@ -568,3 +654,17 @@ def test_polc_analyze_prints_only_its_own_sentence_on_a_forgery(trace, tmp_path,
     out, err = capsys.readouterr()
     assert err == "polc: The analysis exited with status 1 before analyze(df) returned.\n"
     assert FORGED not in err and " written: " in out
+
+
+def test_package_folders_a_pth_file_adds_are_exposed(tmp_path, monkeypatch):
+    """A venv layered over another through a `.pth` file (its packages in the other's
+    site-packages) gets that folder mounted, since the analysis's `python -I` reads `.pth` files
+    too; folders already under an exposed prefix, and folders that are not package folders, are not."""
+    shared = tmp_path / "shared" / "lib" / "site-packages"
+    shared.mkdir(parents=True)
+    inside_prefix = Path(sys.prefix) / "lib" / "site-packages"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(shared), str(tmp_path), str(inside_prefix)])
+    spec = sandbox._init_spec(tmp_path, LIMITS, 1, seccomp=True)
+    assert str(shared.resolve()) in spec["expose"]
+    assert str(tmp_path.resolve()) not in spec["expose"]
+    assert not [e for e in spec["expose"] if e.startswith(str(inside_prefix))]

@@ -1,5 +1,6 @@
 """Joining a Ray cluster: `--ray auto` joins the one running on this machine (`ray start
---head`) or starts a local one for the command; `--ray ADDRESS` joins that one, and an
+--head`) or starts a local one for the command (also when the cluster record in /tmp/ray
+names one that no longer answers); `--ray ADDRESS` joins that one, and an
 address nobody answers at is a clear error naming it, found in seconds (Ray itself waits
 a minute for a GCS that is not there).
 
@@ -70,16 +71,62 @@ def verify_reachable(address: str, timeout: float = REACH_TIMEOUT_S) -> None:
                            f"`ray start --head`, or use --ray auto for a local one") from None
 
 
+def cluster_record() -> str:
+    """The file where `ray start --head` records this machine's cluster (Ray's own lookup:
+    $RAY_TMPDIR, else $TMPDIR, else /tmp, then ray/ray_current_cluster)."""
+    base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(base, "ray", "ray_current_cluster")
+
+
+def _recorded() -> tuple[str, str] | None:
+    """(address, where it came from) of the cluster `auto` means: $RAY_ADDRESS, else the
+    cluster record; None when neither names one."""
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if env and env not in ("auto", "local"):
+        return env, "$RAY_ADDRESS"
+    try:
+        with open(cluster_record(), encoding="utf-8") as f:
+            text = f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (text, cluster_record()) if text else None
+
+
+def _init_auto(ray, quiet: dict) -> bool:
+    """ray.init for `--ray auto`; True when it started a local instance. A recorded cluster
+    is checked with a TCP connect first: Ray itself retries a dead one for minutes. A stale
+    record (a cluster that ended without `ray stop`) gives a local instance and a notice; a
+    dead $RAY_ADDRESS is an error naming it."""
+    found = _recorded()
+    if found is None:
+        try:
+            ray.init(address="auto", **quiet)  # a head started some other way (Ray finds it with ps)
+            return False
+        except ConnectionError:  # no cluster running here: start one for this command
+            ray.init(address="local", **quiet)
+            return True
+    address, source = found
+    try:
+        verify_reachable(address)
+    except ClusterError as e:
+        if source == "$RAY_ADDRESS":
+            raise ClusterError(f"{e} (the address came from $RAY_ADDRESS; unset it for a local instance)") from None
+        print(f"polc: the Ray cluster recorded in {source} ({address}) does not answer; starting a local Ray "
+              "instance for this command (`ray stop` removes the stale record)", file=sys.stderr)
+        ray.init(address="local", **quiet)
+        return True
+    try:
+        ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise ClusterError(f"cannot join the Ray cluster at '{address}' ({source}): {e}") from None
+    return False
+
+
 def _init(ray, address: str) -> bool:
     """ray.init for `address`; True when it started a local instance."""
     quiet = {"include_dashboard": False, "configure_logging": True}
     if address == "auto":
-        try:
-            ray.init(address="auto", **quiet)
-            return False
-        except ConnectionError:  # no cluster running here: start one for this command
-            ray.init(**quiet)
-            return True
+        return _init_auto(ray, quiet)
     verify_reachable(address)
     try:
         ray.init(address=address, **quiet)
@@ -110,4 +157,4 @@ def connected(address: str) -> Iterator[Cluster]:
         ray.shutdown()
 
 
-__all__ = ["Cluster", "ClusterError", "connected", "host_port", "verify_reachable"]
+__all__ = ["Cluster", "ClusterError", "cluster_record", "connected", "host_port", "verify_reachable"]

@@ -38,4 +38,11 @@ class ExpertError(EnvError):
     exit_code = 1
 
 
-__all__ = ["EnvError", "ExpertError", "GymEnvError", "NeedsSchema", "SchemaFileError"]
+class MetricError(EnvError):
+    """A metric function (`--metric`, a schema file's [metric]) raised or returned something that
+    is not one finite number per step."""
+
+    exit_code = 1
+
+
+__all__ = ["EnvError", "ExpertError", "MetricError", "GymEnvError", "NeedsSchema", "SchemaFileError"]

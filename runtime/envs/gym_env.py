@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import inspect
 import json
 import math
 import os
@@ -34,7 +35,8 @@ from .finite import FiniteActions
 from .metric import RETURN, Metric
 from .registry import EnvSpec, add_resolver
 from .schema import EnvSchema, Field
-from .schema_file import FieldEntry, SchemaFile, is_pol_name, read_schema_file, starter_toml
+from .schema_file import FieldEntry, SchemaFile, is_pol_name, line_of_key, read_schema_file, starter_toml
+from .user_code import announce_import
 from .user_expert import no_expert
 
 PREFIX = "gym:"
@@ -242,6 +244,9 @@ class SchemaEnv(gym.Wrapper):
         if self.layout.act_dict:
             return {s.name: np.asarray(raw[s.name], np.float32).reshape(s.shape) for s in self.layout.actions}
         flat = np.asarray(raw, np.float32).reshape(-1)
+        size = int(np.prod(self.env.action_space.shape))
+        if flat.size != size:  # slicing would silently take the first values of a longer array
+            raise ValueError(f"the env's action array has {size} values, not {flat.size}")
         return {s.name: flat[s.start:s.stop].reshape(s.shape) for s in self.layout.actions}
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -290,13 +295,57 @@ def importable_from_cwd() -> None:
         sys.path.append(os.getcwd())
 
 
+def import_env_module(module: str, named_by: str = "") -> None:
+    """Import the module that a `gym:MODULE:ID` names (gymnasium's own form: importing it
+    registers ID), saying so first when it is not an installed package (`announce_import`)."""
+    importable_from_cwd()
+    announce_import(module, named_by)
+    importlib.import_module(module)
+
+
 def _make_raw(env_id: str, kwargs: Mapping[str, Any]) -> gym.Env:
     importable_from_cwd()
     try:
+        if ":" in env_id:
+            import_env_module(env_id.rpartition(":")[0], f"gym:{env_id}")
         return gym.make(env_id, **kwargs)
     except Exception as e:  # gymnasium raises many kinds (Error, ModuleNotFoundError, TypeError for kwargs)
         known = "" if ":" in env_id else " (gymnasium's ids: python -c 'import gymnasium; gymnasium.pprint_registry()')"
         raise GymEnvError(f'gymnasium cannot make "{env_id}": {type(e).__name__}: {e}{known}') from None
+
+
+# A keyword argument's kind, from its default or its annotation: gymnasium.make passes any value
+# on, and an env stores it unchecked, so `g = "string"` would fail only at its first step.
+_KINDS = {bool: ("true or false", (bool,)), int: ("an integer", (int,)),
+          float: ("a number", (int, float)), str: ("a string", (str,))}
+
+
+def _kwarg_problems(env_id: str, kwargs: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, why) for each keyword argument whose value is not of the kind the env's
+    constructor expects (as its default or its annotation says); unknown kinds pass."""
+    module, _, name = env_id.rpartition(":")
+    try:
+        if module:
+            import_env_module(module, f"gym:{env_id}")  # as gym.make would, first
+        creator = gym.envs.registration.load_env_creator(gym.spec(name).entry_point)
+        params = inspect.signature(creator).parameters
+    except Exception:  # noqa: BLE001 - not registered, not loadable, no signature: gym.make says
+        return []
+    problems = []
+    for key, value in kwargs.items():
+        param = params.get(key)
+        if param is None:
+            continue
+        annotation = param.annotation
+        kind = type(param.default) if type(param.default) in _KINDS else (
+            {"bool": bool, "int": int, "float": float, "str": str}.get(annotation, annotation))
+        if kind not in _KINDS:
+            continue
+        said, types = _KINDS[kind]
+        if not isinstance(value, types) or (kind is not bool and isinstance(value, bool)):
+            default = "" if param.default is inspect.Parameter.empty else f" (its default is {param.default!r})"
+            problems.append((key, f"{key} of gym:{env_id} must be {said}{default}, not {value!r:.60}"))
+    return problems
 
 
 def _version(layout: Layout, kwargs: Mapping[str, Any]) -> str:
@@ -347,6 +396,10 @@ def resolve(name: str, schema: Optional[str] = None, kwargs: Optional[Mapping[st
     if not env_id:
         raise GymEnvError('"gym:" needs an id, e.g. gym:Pendulum-v1 or gym:my_package:MyEnv-v0')
     make_kwargs = {**(file.kwargs if file else {}), **(kwargs or {})}
+    for key, why in _kwarg_problems(env_id, file.kwargs if file else {}):
+        raise SchemaFileError(file.path, line_of_key(file, "kwargs", key), f"[kwargs] {why}")
+    for key, why in _kwarg_problems(env_id, kwargs or {}):
+        raise GymEnvError(f"--env-kwargs: {why}")
     probe = _make_raw(env_id, make_kwargs)
     try:
         layout = layout_of(env_id, probe.observation_space, probe.action_space, file, env)
@@ -386,6 +439,7 @@ def _metric_from(m: Mapping[str, Any], error) -> Metric:
         try:
             if not module:
                 raise ImportError("give it as MODULE:FUNCTION")
+            announce_import(module, f'the metric function "{m["function"]}"')
             per_step = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as e:
             raise error(f'function "{m["function"]}" cannot be loaded: {type(e).__name__}: {e}') from None

@@ -52,12 +52,39 @@ class Metric:
         return "higher is better" if self.higher_is_better else "lower is better"
 
     def of_episode(self, columns: Columns) -> float:
-        """The score of one episode from its step-table columns (each (T, ...))."""
-        values = columns["reward"] if self.per_step is None else self.per_step(columns)
-        values = np.asarray(values, np.float64)
+        """The score of one episode from its step-table columns (each (T, ...)). A per-step
+        function that raises, or returns anything but T finite numbers, is a `MetricError`."""
+        if self.per_step is None:
+            values = np.asarray(columns["reward"], np.float64)
+        else:
+            values = self._per_step_values(columns, len(columns["reward"]))
         if values.ndim != 1 or not len(values):
             raise ValueError(f"metric {self.key!r} needs one value per step, got shape {values.shape}")
         return float(_REDUCE[self.reduce](values))
+
+    def _per_step_values(self, columns: Columns, steps: int) -> np.ndarray:
+        from .errors import MetricError
+
+        who = f'the metric function "{self.name}"'
+        try:
+            out = self.per_step(columns)
+        except Exception as e:  # noqa: BLE001 - the user's code: said, with what it raised
+            raise MetricError(f"{who} raised {type(e).__name__}: {e} (on an episode of {steps} steps)") from None
+        try:
+            values = np.asarray(out, np.float64)
+        except (TypeError, ValueError):
+            values = None
+        if values is None or values.ndim != 1:
+            raise MetricError(f"{who} returned {type(out).__name__} {out!r:.60}; it must return one number per "
+                              f"step (an array of {steps})")
+        if len(values) != steps:
+            raise MetricError(f"{who} returned {len(values)} values for an episode of {steps} steps; it must "
+                              "return one number per step")
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            raise MetricError(f"{who} returned {values[bad[0]]} at step {bad[0]} of an episode of {steps} steps; "
+                              "a score must be finite")
+        return values
 
 
 RETURN = Metric("return", "return", True, "the undiscounted sum of the rewards over the episode")

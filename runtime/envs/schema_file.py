@@ -32,6 +32,7 @@ from .errors import SchemaFileError
 
 FIELD_KEYS = ("index", "range", "doc", "unit")
 TOP_KEYS = ("env", "kwargs", "max_steps", "solved_at", "metric", "obs", "actions")
+MAX_STEPS = 1_000_000  # an episode's step limit: past this one episode would run for hours
 METRIC_KEYS = ("function", "name", "reduce", "higher_is_better", "doc", "unit")
 
 
@@ -171,6 +172,9 @@ def read_schema_file(path: str) -> SchemaFile:
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+)", str(e))
         raise SchemaFileError(path, int(m.group(1)) if m else None, f"not valid TOML: {e}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise SchemaFileError(path, None, "not a schema file: its arrays or inline tables nest too deeply "
+                                          "for tomllib to read (a schema file nests at most two levels)") from None
     lines = _Lines(text)
     for key in data:
         if key not in TOP_KEYS:
@@ -183,8 +187,10 @@ def read_schema_file(path: str) -> SchemaFile:
     if not isinstance(kwargs, dict):
         raise SchemaFileError(path, lines.of("", "kwargs"), "kwargs must be a table of gymnasium.make arguments")
     max_steps = data.get("max_steps")
-    if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1):
-        raise SchemaFileError(path, lines.of("", "max_steps"), "max_steps must be a positive int")
+    if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1
+                                  or max_steps > MAX_STEPS):
+        raise SchemaFileError(path, lines.of("", "max_steps"), f"max_steps must be a positive int of at most "
+                                                               f"{MAX_STEPS:,}, not {max_steps!r:.40}")
     metric = _metric(path, lines, data.get("metric"))
     solved_at = data.get("solved_at")
     if solved_at is not None and _number(solved_at) is None:
@@ -203,6 +209,11 @@ def read_schema_file(path: str) -> SchemaFile:
         raise SchemaFileError(path, None, "it declares no observations; add [obs.NAME] tables (index = ...)")
     return SchemaFile(path, env, kwargs, max_steps, out["obs"], out["actions"], text, metric,
                       None if solved_at is None else float(solved_at))
+
+
+def line_of_key(file: SchemaFile, table: str, key: str) -> Optional[int]:
+    """The line of `key` in `[table]` of the file (None when it is not found)."""
+    return _Lines(file.text).of(table, key)
 
 
 def _metric(path: str, lines: _Lines, value: Any) -> Optional[dict]:
@@ -251,4 +262,5 @@ def starter_toml(env: str, obs: list[tuple[str, Any, float, float, str]],
     return "\n".join(head + table("obs", obs) + table("actions", actions)).rstrip() + "\n"
 
 
-__all__ = ["FieldEntry", "SchemaFile", "SchemaFileError", "is_pol_name", "read_schema_file", "starter_toml"]
+__all__ = ["FieldEntry", "MAX_STEPS", "SchemaFile", "SchemaFileError", "is_pol_name", "line_of_key",
+           "read_schema_file", "starter_toml"]

@@ -88,9 +88,9 @@ class UserExpert:
         if not isinstance(out, Mapping):
             try:
                 return env.get_wrapper_attr("named_action")(out)
-            except Exception:
-                raise ExpertError(f"the expert {self.ref} returned {type(out).__name__} {out!r:.80}; return a "
-                                  "dict of the schema's action names, or the env's action array") from None
+            except Exception as e:
+                raise ExpertError(f"the expert {self.ref} returned {type(out).__name__} {out!r:.80} ({e}); return "
+                                  "a dict of the schema's action names, or the env's action array") from None
         missing = [s.name for s in names if s.name not in out]
         if missing:
             raise ExpertError(f"the expert {self.ref} returned no action {', '.join(map(repr, missing))} (it "

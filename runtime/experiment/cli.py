@@ -18,9 +18,6 @@ from ..cli import UsageError
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from .plan import FULL, QUICK, TASKS
-    from .report import RESULTS, TABLE, write_all
-    from .run import Experiment, ExperimentError
-    from ..cluster.flags import ray_address
 
     task = TASKS.get(args.task)
     if task is None:
@@ -32,6 +29,16 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                          f"without --resume to start one there.")
     command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] \
         else f"polc experiment {task.name}" + (" --quick" if args.quick else "") + f" -o {out}"
+    with rc.locked(str(out), "polc experiment"):
+        return _run(args, task, budget, out, command)
+
+
+def _run(args: argparse.Namespace, task: Any, budget: Any, out: Path, command: str) -> int:
+    """The experiment in `out` (locked), its table written; the exit code."""
+    from .report import RESULTS, TABLE, write_all
+    from .run import Experiment, ExperimentError
+    from ..cluster.flags import ray_address
+
     try:
         exp = Experiment(task, budget, str(out), llm=args.llm, progress=not args.quiet, skip_rl=args.skip_rl)
         address = ray_address(args)

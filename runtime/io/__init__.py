@@ -3,6 +3,7 @@
     table.py    step tables (traces and demonstrations) in Parquet: ColumnSpec, TableWriter, read_table
     params.py   params files (JSON): fitted weights by name, their hashes, the policy's structure
     demo_check.py  a demonstration vetted before a fit: partial, or outside the declared ranges
+    lock.py     the exclusive lock a command holds on its run directory (refine, rl, experiment)
 
 Names are loaded on first use, so importing the package costs nothing (pyarrow waits for a table).
 """
@@ -12,5 +13,6 @@ import lazy_loader as lazy
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "table": ["ColumnSpec", "Table", "TableError", "TableWriter", "read_table", "step_columns"],
     "params": ["ParamsError", "checked_values", "load_params", "params_sha256", "read_params", "save_params", "structure_sha256"],
+    "lock": ["DirectoryLocked", "lock_directory"],
     "demo_check": ["DemoRejected", "OutOfRange", "non_finite_columns", "out_of_range", "partial_note", "range_report", "vet_demo"],
 })

@@ -52,6 +52,7 @@ traces are nearly all distinct floats, which dictionaries cannot compress.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -62,7 +63,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from polc.files import temporary_beside  # noqa: F401  (re-exported for the runtime)
+from polc.files import WriteFailed, naming, temporary_beside  # noqa: F401  (temporary_beside re-exported)
 
 # Column kinds by prefix, in table order.
 PREFIXES = ("obs", "latent", "weight", "mean", "action")
@@ -198,10 +199,16 @@ class TableWriter:
         self.episodes = 0
         self.rows = 0
         self.final_path: Optional[str] = None
+        self._failed = False  # a write failed (a full disk): the file cannot be finished
         self._tmp = temporary_beside(path)
         split = [c.leaf_path() for c in self.columns if c.dtype == "float32"]
-        self._writer: Optional[pq.ParquetWriter] = pq.ParquetWriter(
-            self._tmp, self.schema, use_byte_stream_split=split, **WRITE_OPTIONS)
+        try:
+            with naming(path):
+                self._writer: Optional[pq.ParquetWriter] = pq.ParquetWriter(
+                    self._tmp, self.schema, use_byte_stream_split=split, **WRITE_OPTIONS)
+        except BaseException:
+            os.unlink(self._tmp)
+            raise
 
     @property
     def partial_path(self) -> str:
@@ -213,36 +220,69 @@ class TableWriter:
         if self._writer is None:
             raise TableError("the table is already closed")
         table = episode_table(self.columns, self.schema, data)
-        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        try:
+            with naming(self.path):
+                self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        except OSError:
+            self._failed = True
+            raise
         self.episodes += 1
         self.rows += table.num_rows
 
     def _finish(self, target: str, complete: bool) -> None:
+        """Close the file, check it reads back whole, and only then rename it to `target`;
+        `WriteFailed` naming `target` otherwise (the temporary file removed either way)."""
         assert self._writer is not None
-        self._writer.add_key_value_metadata({"polc.complete": json.dumps(complete),
-                                             "polc.episodes": str(self.episodes)})
-        self._writer.close()
-        self._writer = None
-        os.replace(self._tmp, target)
+        writer, self._writer = self._writer, None
+        try:
+            with naming(target):
+                writer.add_key_value_metadata({"polc.complete": json.dumps(complete),
+                                               "polc.episodes": str(self.episodes)})
+                writer.close()
+                self._verify_readable(target)
+                os.replace(self._tmp, target)
+        finally:
+            if os.path.exists(self._tmp):
+                os.unlink(self._tmp)
         self.final_path = target
+
+    def _verify_readable(self, target: str) -> None:
+        # pyarrow may report a failed footer write nowhere (seen on a full tmpfs): read it back
+        try:
+            rows = pq.read_metadata(self._tmp).num_rows
+        except (OSError, pa.ArrowException) as e:
+            rows = f"unreadable: {e}"
+        if rows != self.rows:
+            raise WriteFailed(errno.EIO, f"the file does not read back whole ({rows} of {self.rows} rows; is the "
+                                         "disk full?)", target)
 
     def close(self) -> str:
         """Finish the file and move it to `path`. Returns the path written."""
         if self._writer is not None:
+            if self._failed:
+                self.abort()
+                raise WriteFailed(errno.EIO, "an earlier write to it failed", self.path)
             self._finish(self.path, complete=True)
         return self.path
 
     def abort(self) -> Optional[str]:
         """Stop after an interruption: keep the finished episodes in `partial_path`
-        (returned), or remove everything when no episode finished (returns None)."""
+        (returned, only once it reads back whole), or remove everything when no episode
+        finished, a write failed (a full disk) or the partial file cannot be finished
+        (returns None)."""
         if self._writer is None:
             return self.final_path
-        try:
-            if self.episodes:
+        if self.episodes and not self._failed:
+            try:
                 self._finish(self.partial_path, complete=False)
                 return self.partial_path
-            self._writer.close()
-            self._writer = None
+            except OSError:
+                return None  # the partial file could not be written either; the caller's error says why
+        writer, self._writer = self._writer, None
+        try:
+            writer.close()
+        except (OSError, pa.ArrowException):
+            pass  # a writer that already failed: its file is discarded below
         finally:
             if os.path.exists(self._tmp):
                 os.unlink(self._tmp)

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from polc.files import naming
+
 from .base import ROLES, Backend, LLMError, Message, Reply
 
 FORMAT = "polc-llm-exchange/1"
@@ -107,14 +109,15 @@ def append_exchange(path: str | os.PathLike, record: dict) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
     _cut_torn_tail(file)
     line = (json.dumps({"format": FORMAT, **record}, ensure_ascii=False) + "\n").encode()
-    fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        written = os.write(fd, line)
-        while written < len(line):  # a short write is rare on a regular file, never silent
-            written += os.write(fd, line[written:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with naming(file):  # a full or read-only disk: WriteFailed naming the file (a torn line is cut next time)
+        fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = os.write(fd, line)
+            while written < len(line):  # a short write is rare on a regular file, never silent
+                written += os.write(fd, line[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class RecordingBackend:

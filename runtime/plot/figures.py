@@ -24,6 +24,8 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from polc.files import naming
+
 from ..io.table import Table, TableError, temporary_beside
 
 MAX_LINES = 12  # elements of an array column drawn without an index
@@ -178,8 +180,9 @@ def save_figure(canvas, output: str) -> str:
     fmt = figure_format(output)
     tmp = temporary_beside(output)
     try:
-        canvas.print_figure(tmp, format=fmt)
-        os.replace(tmp, output)
+        with naming(output):
+            canvas.print_figure(tmp, format=fmt)
+            os.replace(tmp, output)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

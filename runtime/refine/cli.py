@@ -71,6 +71,7 @@ def scripted_notice(choice: Any, task_dir: str) -> str:
 def _new_run(args: argparse.Namespace):
     from .budget import Budget
     from .loop import load_task, write_config
+    from ..io.lock import lock_directory
     from .rundir import RunDir, RunDirError, default_name
     from .scripted import choose
     from .work import Settings, quick
@@ -81,7 +82,8 @@ def _new_run(args: argparse.Namespace):
     try:
         settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
                             eval_episodes=args.eval_episodes, candidates=args.candidates, seed=args.seed,
-                            **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}))
+                            **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}),
+                            **({} if args.max_reply_chars is None else {"max_reply_chars": args.max_reply_chars}))
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
     if args.quick:
@@ -94,9 +96,16 @@ def _new_run(args: argparse.Namespace):
     out = args.output or str(Path("runs") / default_name(task.dir))
     command = "polc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["refine"] else None
     try:
-        run = RunDir.create(out, write_config(settings, choice, task, command or f"polc refine {args.task}"))
+        RunDir.verify_new(Path(out))
+        lock = lock_directory(out, "polc refine")
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
+    try:
+        run = RunDir.create(out, write_config(settings, choice, task, command or f"polc refine {args.task}"))
+    except RunDirError as e:
+        lock.release()
+        raise UsageError(f"polc: {e}") from None
+    run.lock = lock
     run.update_config(llm_source=choice.source, **({"llm_options": dict(choice.options)} if choice.options else {}),
                       budget=budget.to_json(), **({"prices": list(prices.sources)} if prices is not None else {}),
                       **({"prices_file": str(Path(args.prices).resolve())} if getattr(args, "prices", None) else {}))
@@ -210,16 +219,28 @@ def _verify_session(choice: Any, settings: Any) -> None:
 
 
 def _resumed_run(args: argparse.Namespace):
-    from .loop import load_task
+    """The run directory of --resume, locked, with its task, settings and model."""
+    from ..io.lock import lock_directory
     from .rundir import RunDir, RunDirError
-    from .scripted import Choice
-    from .work import Settings
 
     try:
         run = RunDir.open(args.resume)
     except RunDirError as e:
         raise UsageError(f"polc: {e}") from None
+    run.lock = lock_directory(run.path, "polc refine")  # before anything reads run.json for good
+    try:
+        return _resumed(args, run)
+    except BaseException:
+        run.unlock()
+        raise
+
+
+def _resumed(args: argparse.Namespace, run: Any):
     from dataclasses import replace
+
+    from .loop import load_task
+    from .scripted import Choice
+    from .work import Settings
 
     config = run.config
     kinds = {"task": str, "env": str, "llm": str, "llm_kind": str, "settings": dict}
@@ -231,9 +252,12 @@ def _resumed_run(args: argparse.Namespace):
     except (TypeError, ValueError) as e:
         raise UsageError(f"polc: the settings in {run.path / 'run.json'} cannot be used ({e}).") from None
     task = load_task(config["task"], config["env"])
-    if args.llm_timeout is not None:  # this invocation's limit; the run's settings stay as recorded
+    # this invocation's limits; the run's settings stay as recorded
+    given = (("llm_timeout", args.llm_timeout), ("max_reply_chars", getattr(args, "max_reply_chars", None)))
+    limits = {k: v for k, v in given if v is not None}
+    if limits:
         try:
-            settings = replace(settings, llm_timeout=args.llm_timeout)
+            settings = replace(settings, **limits)
         except ValueError as e:
             raise UsageError(f"polc: {e}.") from None
     options = config.get("llm_options") or {}
@@ -267,13 +291,9 @@ def _raised(tokens: int) -> str:
 
 
 def cmd_refine(args: argparse.Namespace) -> int:
-    from ..io.table import TableError
+    from ..io.lock import DirectoryLocked
     from ..llm import LLMError
-    from ..sandbox.process import SandboxUnavailable
-    from .budget import BudgetExhausted
-    from .loop import Loop, RoundEnd, TaskError
-    from .report import Progress
-    from .rundir import RunDirError
+    from .loop import TaskError
 
     from ..cluster.flags import ENV, ray_address
     from ..il.jaxcache import enable
@@ -284,6 +304,28 @@ def cmd_refine(args: argparse.Namespace) -> int:
         os.environ[ENV] = address
     try:
         run, task, settings, choice = _resumed_run(args) if args.resume else _new_run(args)
+    except (TaskError, LLMError, DirectoryLocked) as e:
+        return _fail(str(e))
+    try:
+        return _refine(args, run, task, settings, choice, address)
+    finally:
+        run.unlock()
+
+
+def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice: Any, address: Any) -> int:
+    """The run `run` (locked), refined until it ends; the command's exit code."""
+    from polc.files import write_error_text
+
+    from ..envs.errors import MetricError
+    from ..llm import LLMError
+    from ..io.table import TableError
+    from ..sandbox.process import SandboxUnavailable
+    from .budget import BudgetExhausted
+    from .loop import Loop, RoundEnd, TaskError
+    from .report import Progress
+    from .rundir import RunDirError
+
+    try:
         prices, budget = _costs(args, run, choice)
     except (TaskError, LLMError) as e:
         return _fail(str(e))
@@ -312,9 +354,12 @@ def cmd_refine(args: argparse.Namespace) -> int:
         return 130
     except BudgetExhausted as e:
         return _budget_stop(run, loop, notice, task, e)
-    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError) as e:
-        return _fail(f"{e}\nThe run stopped in the round in progress; after fixing this, continue with "
-                     f"`polc refine --resume {run.path}`.")
+    except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError, MetricError, OSError) as e:
+        text = write_error_text(e) if isinstance(e, OSError) else f"polc: {e}"
+        if text is None:  # not a full or read-only disk: a bug, for the CLI to report
+            raise
+        return _fail(f"{text[len('polc: '):]}\nThe run stopped in the round in progress; after fixing this, "
+                     f"continue with `polc refine --resume {run.path}`.")
     _finish(run, loop, notice, status, task)
     if loop.history and loop.history[-1].get("unusable_replies"):
         print(f"polc: the run ended early because the model's replies could not be used (exit "
@@ -393,6 +438,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError("polc: generate needs --env NAME (e.g. --env car_racing).")
     try:
         timeout = check_timeout(args.llm_timeout) if args.llm_timeout is not None else Settings().llm_timeout
+        max_reply = Settings(**({} if args.max_reply_chars is None else {"max_reply_chars": args.max_reply_chars}))
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
     try:
@@ -408,7 +454,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         record = Path(args.output).with_suffix(".generate")
         record.mkdir(parents=True, exist_ok=True)
         call = Caller(open_backend(choice, timeout=timeout), record, 0,
-                      lambda s: print(f"notice: {s}", file=sys.stderr))
+                      lambda s: print(f"notice: {s}", file=sys.stderr), max_reply_chars=max_reply.max_reply_chars)
         task = Task(path.parent, text, env, path, None)
 
         def save(attempt: int, pol: str, result: Any) -> None:
@@ -476,7 +522,7 @@ def register(sub: Any) -> None:
                    help="what the model sees of a rollout: its own analysis, the whole table, or nothing")
     c.add_argument("-o", "--output", help="the run directory (default: runs/<task>-<time>)")
     c.add_argument("--resume", metavar="RUNDIR", help="continue an interrupted run")
-    c.add_argument("--quick", action="store_true", help="2 rounds, short episodes, 3 eval seeds, a short fit")
+    c.add_argument("--quick", action="store_true", help="2 rounds, episodes cut at 300 steps (a shorter limit of the environment kept), 3 eval seeds, a short fit")
     c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
     c.add_argument("--env", help="environment name (default: the task's `env:` header, else the folder name)")
@@ -504,3 +550,6 @@ def _timeout_flag(c: Any) -> None:
     c.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                    help="wall-clock limit of one LLM call over all its attempts (default 600); a call "
                         "that exceeds it stops the run")
+    c.add_argument("--max-reply-chars", type=int, metavar="N",
+                   help="the longest usable model reply (default 100000 characters): a longer one is recorded "
+                        "cut, sent back as unusable with the reason, and not repeated whole")

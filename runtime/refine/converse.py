@@ -8,7 +8,9 @@ a scripted session's prompt differs from its recording, the diff is saved beside
 and a notice goes to the caller's `notice` function.
 
 `ask` sends a conversation and parses the reply; a reply the parser rejects goes back
-with the reason ("reply-error" prompt) at most `retries` times. `check_and_repair`
+with the reason ("reply-error" prompt) at most `retries` times. A reply over the run's
+size limit (`max_reply_chars`) is recorded cut, rejected with that reason, and repeated
+in the retry by its beginning only (`replies.cut_reply`, `replies.echo`). `check_and_repair`
 checks a program (`polc check --env`) and sends failing ones back with their
 diagnostics ("repair" prompt) at most `max_repairs` times.
 """
@@ -75,8 +77,9 @@ class Caller:
 
     def __init__(self, backend: Any, round_dir: Path, first_index: int,
                  notice: Callable[[str], None] = lambda s: None, token_note: Optional[str] = None,
-                 meter: Optional[Meter] = None):
+                 meter: Optional[Meter] = None, max_reply_chars: int = replies.DEFAULT_MAX_REPLY_CHARS):
         self.backend = backend
+        self.max_reply_chars = max_reply_chars  # longer replies are cut, recorded so, and unusable
         self.dir = round_dir
         self.index = first_index
         self.notice = notice
@@ -121,8 +124,14 @@ class Caller:
     def _record(self, messages: list[Message], reply: Any, purpose: str, extra: Optional[dict] = None) -> str:
         model = reply.model or self.backend.name  # a replayed reply: the model that made it
         cost = self.meter.cost(model, reply) if self.meter is not None else None
+        text = replies.cut_reply(reply.text, self.max_reply_chars)
+        if text is not reply.text:
+            extra = {**(extra or {}), "reply_chars": len(reply.text)}
+            self.notice(f"request {self.index + 1} ({purpose}): the reply has {len(reply.text):,} characters, "
+                        f"over the limit of {self.max_reply_chars:,} (--max-reply-chars); it was cut and is "
+                        "not used")
         record = {"index": self.index, "model": model, "purpose": purpose,
-                  "messages": [{"role": m.role, "text": m.text} for m in messages], "reply": reply.text,
+                  "messages": [{"role": m.role, "text": m.text} for m in messages], "reply": text,
                   "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
                   "seconds": round(reply.seconds, 3), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   **{k: getattr(reply, k) for k in OPTIONAL_COUNTS if getattr(reply, k) is not None},
@@ -150,10 +159,10 @@ class Caller:
                         f"answered by position anyway (diff: {self.dir / name})")
         self._log.append(f"# Call {self.index + 1}: {purpose}\n\n{render(messages)}"
                          f"--- reply ({reply.input_tokens} in, {reply.output_tokens} out, "
-                         f"{reply.seconds:.1f} s)\n{reply.text}\n")
+                         f"{reply.seconds:.1f} s)\n{text}\n")
         write_atomic(self.dir / "conversation.md", "\n".join(self._log))
         self.index += 1
-        return reply.text
+        return text
 
 
 def ask(call: Caller, messages: list[Message], parse: Callable[[str], T], purpose: str,
@@ -163,8 +172,9 @@ def ask(call: Caller, messages: list[Message], parse: Callable[[str], T], purpos
     messages = list(messages)
     for attempt in range(retries + 1):
         text = call(messages, purpose if attempt == 0 else f"{purpose}, retry {attempt}")
-        messages.append(Message("model", text))
+        messages.append(Message("model", replies.echo(text, call.max_reply_chars)))
         try:
+            replies.verify_size(text, call.max_reply_chars)
             return parse(text), messages
         except replies.ReplyError as e:
             if attempt == retries:

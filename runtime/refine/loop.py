@@ -195,7 +195,7 @@ class Loop:
         final = k >= s.rounds
         d = self.run_dir.begin_round(k)
         token_note = TOKEN_ESTIMATE if self.choice.kind in ("scripted", "manual") else None
-        call = Caller(self.backend, d, self.calls, self.ui.notice, token_note, self.meter)
+        call = Caller(self.backend, d, self.calls, self.ui.notice, token_note, self.meter, s.max_reply_chars)
         m: dict[str, Any] = {"round": k, "final": final, "phases": {}}
         start = time.monotonic()
         try:

@@ -88,8 +88,9 @@ class Population:
         else:
             self.loop.ui.phase(self.k, f"LLM: candidate revision {i} of {K}")
             text = self.call(prompt, f"candidate {i} of {K}")
-        conversation = prompt + [Message("model", text)]
+        conversation = prompt + [Message("model", replies.echo(text, self.call.max_reply_chars))]
         try:
+            replies.verify_size(text, self.call.max_reply_chars)
             move = replies.parse_move(text, ("REVISE", "TEST", "STOP"))
         except replies.ReplyError as e:
             return None, conversation, f"unusable reply: {e}"

@@ -32,6 +32,37 @@ class ReplyError(Exception):
     """The reply does not contain what was asked for; str(error) says what is wrong."""
 
 
+# ---- the size of a reply ------------------------------------------------------------------
+# A reply longer than the run's limit (Settings.max_reply_chars, --max-reply-chars) is kept
+# only up to the limit, with CUT_MARK after it, in the exchanges, conversation.md and report;
+# it is unusable (the model is told why) and a retry repeats only its beginning (ECHO_CHARS).
+# Cutting is idempotent, so a replay of a recorded cut reply cuts it the same way.
+
+DEFAULT_MAX_REPLY_CHARS = 100_000
+ECHO_CHARS = 2000
+CUT_MARK = "\n[polc cut this reply here: it was longer than the limit of {limit} characters]\n"
+
+
+def cut_reply(text: str, limit: int) -> str:
+    """`text` when it is at most `limit` characters, else its first `limit` and CUT_MARK."""
+    return text if len(text) <= limit else text[:limit] + CUT_MARK.format(limit=limit)
+
+
+def verify_size(text: str, limit: int) -> None:
+    """`ReplyError` telling the model why, when `text` was cut at `limit` (or is longer)."""
+    if len(text) > limit:
+        raise ReplyError(f"it is longer than the limit of {limit} characters on a reply, so polc did not read "
+                         "it; reply again with only what was asked for (the move and its one code block, no "
+                         "repeated data, traces or output).")
+
+
+def echo(text: str, limit: int) -> str:
+    """What a retry repeats of a reply: the reply, or of an over-long one its first ECHO_CHARS."""
+    if len(text) <= limit:
+        return text
+    return text[:min(ECHO_CHARS, limit)] + f"\n[... the rest of this reply, over the limit of {limit} characters, is not repeated]\n"
+
+
 @dataclass(frozen=True)
 class Block:
     """One fenced block: its tag (lowercase, "" when none) and its text."""

@@ -20,6 +20,9 @@
         done               written last: the round is complete
         waiting            instead of done: a `manual:` session paused here for a hand-written reply
 
+      .lock                held by the process running the run (its pid, host and start
+                           time): a second `polc refine` on the directory is refused
+
 Every file is written atomically (a temporary file beside it, fsync, `os.replace`), so no
 file is ever half-written under its final name. A round counts only once its `done`
 marker exists; `--resume` moves an unfinished round aside (`round_03.interrupted-1`)
@@ -75,6 +78,12 @@ class RunDir:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        self.lock: Any = None  # the directory's lock while a command runs the run (`polc.runtime.io.lock`)
+
+    def unlock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     # ---- creating and opening --------------------------------------------------------
 
@@ -83,15 +92,23 @@ class RunDir:
         """A new run directory holding `config` as run.json; refuses a directory that
         already holds a run (use --resume) or other files."""
         p = Path(path)
-        if (p / "run.json").exists():
-            raise RunDirError(f"{p} already holds a run; continue it with --resume {p}, or choose "
-                              "another -o.")
-        if p.exists() and any(p.iterdir()):
-            raise RunDirError(f"{p} exists and is not empty; choose another -o.")
+        cls.verify_new(p)
         p.mkdir(parents=True, exist_ok=True)
         run = cls(p)
         write_json(p / "run.json", {"format": RUN_FORMAT, **config})
         return run
+
+    @staticmethod
+    def verify_new(p: Path) -> None:
+        """`RunDirError` unless `p` can hold a new run: missing, empty, or holding only the
+        lock file of a run directory (`polc.runtime.io.lock`)."""
+        from ..io.lock import LOCK_NAME
+
+        if (p / "run.json").exists():
+            raise RunDirError(f"{p} already holds a run; continue it with --resume {p}, or choose "
+                              "another -o.")
+        if p.exists() and any(f.name != LOCK_NAME for f in p.iterdir()):
+            raise RunDirError(f"{p} exists and is not empty; choose another -o.")
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "RunDir":

@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ..llm.base import DEFAULT_TIMEOUT
+from .replies import DEFAULT_MAX_REPLY_CHARS
 
 FEEDBACK_MODES = ("analysis", "table", "none")
+MIN_REPLY_CHARS = 1000  # the smallest reply-size limit: a short program with its prose fits
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class Settings:
     feedback: str = "analysis"       # analysis | table | none (the paper's ablation)
     rollout_episodes: int = 2        # traced episodes per round, on training seeds (resets)
     eval_episodes: int = 10          # untraced episodes per round on unseen seeds (not resets)
-    max_steps: Optional[int] = None  # episode limit; None: the environment's (1000)
+    max_steps: Optional[int] = None  # episode limit, only ever shortening the environment's own; None: the environment's
     restarts: int = 3                # imitation learning: restarts, epochs, patience
     max_epochs: int = 2000
     patience: int = 100
@@ -33,6 +35,7 @@ class Settings:
     max_regenerations: int = 5       # a structure that cannot be fitted is replaced this many times
     max_tests: int = 2               # TEST moves per round before REVISE or STOP is required
     max_reply_retries: int = 3       # unusable replies sent back with the reason, per request
+    max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS  # a longer reply is cut, unusable, and sent back by its beginning only
     n_envs: int = 0                  # environments stepped at once; 0: every episode (up to 64)
     analysis_cpu_seconds: int = 60
     analysis_wall_seconds: float = 120.0
@@ -48,6 +51,8 @@ class Settings:
             raise ValueError(f"feedback must be one of {', '.join(FEEDBACK_MODES)}, not {self.feedback!r}")
         if self.rounds < 1 or self.rollout_episodes < 1 or self.eval_episodes < 1:
             raise ValueError("rounds, rollout episodes and eval episodes must be at least 1")
+        if self.max_reply_chars < MIN_REPLY_CHARS:
+            raise ValueError(f"--max-reply-chars must be at least {MIN_REPLY_CHARS}, not {self.max_reply_chars}")
         if self.candidates < 1:
             raise ValueError(f"--candidates must be at least 1, not {self.candidates}")
         if not (0 < self.llm_timeout < math.inf):
@@ -85,7 +90,9 @@ class Settings:
 
 
 # Fewer, shorter episodes and a short fit: the whole loop in about a minute. Returns of cut
-# episodes are not comparable with full ones (a lap takes about 600-900 steps).
+# episodes are not comparable with full ones (a lap takes about 600-900 steps). max_steps
+# cuts longer episodes only: an environment whose own limit is shorter (Reacher-v5: 50)
+# keeps it (`environment`).
 QUICK = dict(rollout_episodes=1, eval_episodes=3, max_steps=300, restarts=1, max_epochs=300, patience=30,
              quick=True)
 QUICK_ROUNDS = 2
@@ -127,11 +134,15 @@ def check(text: str, file: str, env: str) -> Checked:
 
 
 def environment(env: str, settings: Settings):
+    """The environment `env`, its episodes cut at `settings.max_steps` when that is shorter
+    than its own limit (never lengthened: --quick's 300 leaves Reacher-v5's 50 alone)."""
     from .. import envs
     from .envspec import ShortEpisodes
 
     spec = envs.get(env)
-    return ShortEpisodes(spec, settings.max_steps) if settings.max_steps else spec
+    if settings.max_steps and settings.max_steps < spec.max_steps:
+        return ShortEpisodes(spec, settings.max_steps)
+    return spec
 
 
 def rollout_seeds(spec: Any, demo_seeds: Sequence[int], n: int) -> list[int]:

@@ -13,6 +13,7 @@ size. The hover read-out (step and value under the pointer) is the page's only s
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import math
@@ -296,6 +297,9 @@ SCRIPT = """
 })();
 """
 
+# The CSP source of SCRIPT (the exact text between <script> and </script>): see document()
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
+
 
 def document(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]]) -> str:
     """The whole page: `sections` are (anchor id, heading, HTML body)."""
@@ -303,9 +307,10 @@ def document(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]]
     body = "".join(f'<section id="{esc(a)}"><h2>{esc(hd)}</h2>{b}</section>' for a, hd, b in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            # the page may load nothing from anywhere: only its own inline style, script and data: images
+            # the page may load nothing from anywhere: only its own inline style, data: images and
+            # the one script whose hash this names, so markup that escaped by a bug could not run
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-            "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+            f"style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
             f'<header class="top"><h1>{esc(title)}</h1><p>{esc(subtitle)}</p></header>'
             f'<main><nav class="toc">{toc}</nav>{body}</main><div id="tip"></div>'

@@ -191,7 +191,7 @@ def _trained(args: argparse.Namespace, run: Any) -> Any:
     from .collect import RLError
 
     try:
-        with rc.sigterm_interrupts():
+        with rc.locked(args.output, "polc rl"), rc.sigterm_interrupts():
             return run()
     except RLError as err:
         return rc.fail(str(err))
@@ -293,7 +293,7 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
     verify_compatible(policy.program, spec.schema)
     params = rc.params_for(policy, args.params)
     try:
-        with rc.sigterm_interrupts():
+        with rc.locked(args.output, "polc rl"), rc.sigterm_interrupts():
             result = train_brax(policy, params, args.env, config, args.output, resume=args.resume,
                                 start={"file": args.params}, progress=not args.quiet)
     except BraxError as err:

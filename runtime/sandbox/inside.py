@@ -137,10 +137,12 @@ def _bind(source: str, newroot: str, target: Optional[str] = None) -> None:
 
 def _enter_new_root(expose: list[str], newroot: str) -> None:
     """Make the root a tmpfs holding only SYSTEM, the paths in `expose` (the Python installation,
-    this script, the sandbox's own folder with the trace and the work directory), /proc and a
-    minimal /dev; the host's root is detached. No host directory (/run, /tmp, /home, /var, the
-    project) and so no host socket file, terminal or device is left in view."""
-    _mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    this script, the sandbox's own folder with the trace and the work directory), /proc (for
+    init only: `_hide_proc`) and a minimal /dev; the host's root is detached. No host directory
+    (/run, /tmp, /home, /var, the project) and so no host socket file, terminal or device is
+    left in view."""
+    # Every tmpfs gets an inode limit: an empty file costs no size but the host's kernel memory.
+    _mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=1024")
     bound: list[str] = []
     for path in [p for p in SYSTEM if os.path.lexists(p)] + sorted(expose):
         if not any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound):
@@ -149,12 +151,10 @@ def _enter_new_root(expose: list[str], newroot: str) -> None:
     _bind("/proc", newroot)
     dev = newroot + "/dev"
     os.mkdir(dev, 0o755)
-    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64")
     for name in DEVICES:
         _bind(f"/dev/{name}", newroot)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"{dev}/{name}")
+    # no /dev/fd, /dev/stdin, ...: they would point into /proc, which the analysis does not see
     number = PIVOT_ROOT.get(os.uname().machine)
     if number is None:
         raise OSError(f"polc does not know pivot_root's number on {os.uname().machine}")
@@ -190,6 +190,17 @@ def _read_only_everywhere_but(work: str) -> None:
             raise OSError(f"{target} is still writable")
 
 
+def _hide_proc() -> None:
+    """Detach /proc once init has read what it needs there: every process's mountinfo, mounts
+    and mountstats show the host's side of each mount (the block device, its options, the
+    paths the bind mounts come from), and no mount over them could cover the files of the
+    processes and threads the analysis starts later. The analysis sees an empty /proc."""
+    if _libc().umount2(b"/proc", MNT_DETACH) != 0:
+        raise OSError("could not detach /proc")
+    if os.listdir("/proc"):
+        raise OSError("/proc is still in view")
+
+
 def _init(spec: dict) -> None:
     """pid 1 of the sandbox: isolate, fork the harness, reap until it exits."""
     os.set_inheritable(spec["status_fd"], False)  # no process of the analysis may hold it
@@ -209,9 +220,12 @@ def _init(spec: dict) -> None:
     try:
         owner = f",uid={uid},gid={uid}" if uid is not None else ""
         _mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV,
-               f"mode=0700,size={spec['limits']['disk_bytes']}{owner}")
+               f"mode=0700,size={spec['limits']['disk_bytes']},"
+               f"nr_inodes={spec['limits']['files']}{owner}")
         _enter_new_root(spec["expose"], spec["newroot"])
         _read_only_everywhere_but(work)
+        spec["cap_last_cap"] = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+        _hide_proc()
     except OSError as e:
         unavailable(f"building its read-only file system failed: {e}")
     status.write(json.dumps({"ready": True}) + "\n")
@@ -276,9 +290,9 @@ def _read_report(path: str) -> bytes:
         os.close(fd)
 
 
-def _drop_capability_bounding_set() -> None:
-    """Empty the bounding set (and the ambient set): no exec can regain a capability."""
-    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+def _drop_capability_bounding_set(last: int) -> None:
+    """Empty the bounding set (capabilities 0..last, and the ambient set): no exec can regain a
+    capability."""
     for cap in range(last + 1):
         _prctl(PR_CAPBSET_DROP, cap)
     _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
@@ -321,7 +335,7 @@ def _become_harness(spec: dict, phase_fd: int) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"],) * 2)
     uid = spec["uid"]
     if uid is not None:
-        _drop_capability_bounding_set()  # while it still holds CAP_SETPCAP
+        _drop_capability_bounding_set(spec["cap_last_cap"])  # while it still holds CAP_SETPCAP
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
@@ -330,7 +344,7 @@ def _become_harness(spec: dict, phase_fd: int) -> None:
     else:
         if _libc().unshare(CLONE_NEWUSER) != 0:  # locks the read-only mounts; caps go at exec
             raise OSError("could not enter a nested user namespace")
-        _drop_capability_bounding_set()  # of the nested namespace, where it has CAP_SETPCAP
+        _drop_capability_bounding_set(spec["cap_last_cap"])  # of the nested namespace, where it has CAP_SETPCAP
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     if spec["seccomp"]:
         _install_seccomp_filter()

@@ -15,10 +15,12 @@ which is how polc runs here and in CI):
   socket, and no UNIX socket either, in a host directory or the abstract namespace;
 - a file system of its own: a tmpfs root holding only the system's programs, libraries and
   configuration (/usr, /bin, /sbin, /lib*, /etc), the Python installation, inside.py, a copy
-  of the trace, its working directory, its PID namespace's /proc and five devices (null, zero,
-  full, random, urandom). No host socket file, terminal, home, /tmp, /run, /var or project
+  of the trace, its working directory, an empty /proc (init detaches its PID namespace's /proc
+  before the harness starts: /proc/*/mountinfo would show the host's side of each mount) and
+  five devices (null, zero, full, random, urandom). No host socket file, terminal, home, /tmp, /run, /var or project
   file is in view. Every mount is read-only except the working directory, a fresh tmpfs
-  (size-limited) that is its HOME and TMPDIR;
+  (limited in size and in files, so a file bomb cannot grow the host kernel's memory) that is
+  its HOME and TMPDIR; the sandbox's other tmpfs mounts (its root, /dev) have inode limits too;
 - a dedicated random uid with no capabilities, an empty capability bounding set and
   no_new_privs, so it cannot undo the read-only mounts, read root's files, or signal anything
   outside its PID namespace (init, pid 1 inside, ignores every signal but its own alarm);
@@ -97,6 +99,8 @@ class Limits:
     processes: int = 64  # threads count too (pyarrow and OpenBLAS start a few)
     file_bytes: int = 64 << 20
     disk_bytes: int = 256 << 20  # size of the private tmpfs
+    files: int = 16384  # inodes of the private tmpfs (files, directories, links): each costs
+    # the host kernel memory (Slab) that neither the address-space limit nor the size bounds
     output_bytes: int = 64 << 10
 
 
@@ -170,12 +174,27 @@ def _init_spec(root: Path, limits: Limits, status_fd: int, seccomp: bool) -> dic
     expose = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, python, script)}
     expose |= {str(root / "input"), work}
     expose |= {os.path.abspath(p) for p in (sys.prefix, python)}  # the venv, as Python finds it
+    expose |= _package_dirs_outside(expose)
     return dict(mode="root" if as_root else "user", root=str(root), work=work,
                 newroot=str(root / "newroot"),
                 uid=random.SystemRandom().randrange(1 << 30, 1 << 31) if as_root else None,
                 expose=sorted(expose), python=python, script=script, seccomp=seccomp,
                 netns=os.stat("/proc/self/ns/net").st_ino, status_fd=status_fd,
                 env=clean_env(work), limits=limits.__dict__)
+
+
+def _package_dirs_outside(exposed: set[str]) -> set[str]:
+    """Package folders on sys.path outside the exposed prefixes: a `.pth` file in the venv can put
+    another installation's site-packages on the path (a venv layered over a shared one), and the
+    analysis's `python -I` processes `.pth` files too, so pandas and pyarrow may live there."""
+    found = set()
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if os.path.basename(real) not in ("site-packages", "dist-packages") or not os.path.isdir(real):
+            continue
+        if not any(real == e or real.startswith(e.rstrip("/") + "/") for e in exposed):
+            found.add(real)
+    return found
 
 
 def _command(spec: dict) -> list[str]:
@@ -335,7 +354,8 @@ def _explain(report: dict, limits: Limits) -> tuple[str, Optional[str]]:
                 f"limit{where}.", "file_size")
     if err == errno.ENOSPC:
         return (f"The analysis filled its working directory{where}: it may write at most "
-                f"{limits.disk_bytes} bytes in all.", "disk")
+                f"{limits.disk_bytes} bytes and create at most {limits.files} files and "
+                "directories in all.", "disk")
     if report.get("network") is True or err in (
             errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL,
             errno.ECONNREFUSED, errno.EAFNOSUPPORT):

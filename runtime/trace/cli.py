@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from .. import cli as rc
 from ..cli import UsageError
-from ..cluster.flags import add_ray_flags, pool_for, ray_label
+from ..cluster.flags import add_ray_flags, pool_for, ray_address, ray_label
 
 
 def cmd_demos(args: argparse.Namespace) -> int:
@@ -120,7 +120,13 @@ def _rollout_config(args: argparse.Namespace, n: int, trace: bool):
     from .vector import default_n_envs
 
     n_envs = args.n_envs if args.n_envs else default_n_envs(n)
-    return RolloutConfig(n_envs=max(1, n_envs), sample=args.sample, noise_seed=args.noise_seed, trace=trace)
+    backend = getattr(args, "backend", "jax")
+    if backend == "c" and args.sample:
+        raise UsageError("polc: --backend c computes the mean actions only; it cannot --sample.")
+    if backend == "c" and ray_address(args) is not None:
+        raise UsageError("polc: --backend c runs in this process; drop --ray.")
+    return RolloutConfig(n_envs=max(1, n_envs), sample=args.sample, noise_seed=args.noise_seed, trace=trace,
+                         backend=backend)
 
 
 def _seeds(spec, n: int, start: Optional[int], evaluation: bool) -> tuple[list[int], str]:
@@ -273,5 +279,8 @@ def register(sub: Any) -> None:
     c.add_argument("--seed", "--seed-start", dest="seed", type=int,
                    help="seed of the first episode (default: the environment's first evaluation seed)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
+    c.add_argument("--backend", choices=("jax", "c"), default="jax",
+                   help="c: act with the policy's generated C (polc compile -o X.c), built with the system C "
+                        "compiler and called through ctypes (docs/deploying.md)")
     add_ray_flags(c)
     c.set_defaults(func=rc.guard(cmd_eval))

@@ -51,6 +51,7 @@ class RolloutConfig:
     noise_seed: int = 0                # the key of the sampled actions
     trace: bool = True                 # collect the step table of every episode
     asynchronous: Optional[bool] = None  # AsyncVectorEnv (a process per env); default: in-process
+    backend: str = "jax"               # "c": the policy's generated C (polc.emit_c), means only
 
 
 class Episode(NamedTuple):
@@ -221,6 +222,43 @@ def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable
     return jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0)))
 
 
+def make_c_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable:
+    """`make_step_fn`'s step computed by the policy's generated C (`polc.emit_c`), built once
+    with the system C compiler and called through ctypes: the same packed rows, the actions
+    being the means (C has no sampling). The weights are those of `params`, constrained by
+    the policy as `apply` constrains them, packed once per params object."""
+    import tempfile
+
+    from polc.emit_c import weight_values
+    from ..io.c_policy import build, pack_weights
+
+    if config.sample:
+        raise ValueError("the C back end computes the mean actions only: it cannot sample")
+    tp = policy.program
+    offsets = {s.column[4:]: s for s in layout.obs}
+    take = np.concatenate([np.arange(offsets[o.name].start, offsets[o.name].start + offsets[o.name].size)
+                           for o in tp.obs] or [np.zeros(0, np.int64)])
+    lib = build(tp, weight_values(tp, policy.init(_key0()), "init", policy), tempfile.mkdtemp(prefix="polc_c_"))
+    packed: dict = {}
+
+    def step(params, flat, seed, steps):
+        if packed.get("params") is not params:
+            packed.update(params=params, weights=pack_weights(tp, weight_values(tp, params, "params", policy)))
+        flat = np.asarray(flat, np.float32)
+        actions, latents = lib.step_batch(flat[:, take], latents=config.trace, weights=packed["weights"])
+        if config.trace:
+            return np.concatenate([flat, latents, actions, actions], 1)
+        return actions
+
+    return step
+
+
+def _key0():
+    import jax
+
+    return jax.random.PRNGKey(0)
+
+
 class _Compiled(NamedTuple):
     policy: Any             # held, so its id is not reused while the entry lives
     step: Callable          # `make_step_fn`'s jitted step
@@ -241,13 +279,14 @@ def compiled_for(policy, layout: TraceLayout, config: RolloutConfig) -> _Compile
     refinement. The last `_COMPILED_KEPT` (policy, layout, config) are kept."""
     import jax
 
-    key = (id(policy), layout.obs_fields, config.sample, config.trace, config.noise_seed)
+    key = (id(policy), layout.obs_fields, config.sample, config.trace, config.noise_seed, config.backend)
     with _compiled_lock:
         hit = _compiled.get(key)
         if hit is not None and hit.policy is policy:
             _compiled.move_to_end(key)
             return hit
-        made = _Compiled(policy, make_step_fn(policy, layout, config), jax.jit(policy.constrain))
+        make = make_c_step_fn if config.backend == "c" else make_step_fn
+        made = _Compiled(policy, make(policy, layout, config), jax.jit(policy.constrain))
         _compiled[key] = made
         while len(_compiled) > _COMPILED_KEPT:
             _compiled.popitem(last=False)

@@ -1,0 +1,266 @@
+"""The C back end (`polc compile -o policy.c`) against the jitted JAX lowering.
+
+    .venv/bin/python benchmarks/bench_c.py [--reps 9] [--batch 65536] [--json out.json] [--no-pin]
+
+On the Car Racing example (examples/car_racing/initial.pol), at its initial weights:
+
+1. Same outputs first: the C batch entry point against jit(vmap(apply)) on 4096 rows
+   (actions and latents within 64 ulps of max(|x|, 1), as tests/test_emit_c.py).
+2. Batch 1: the jitted JAX call (`policy.apply(params, obs)`, block_until_ready)
+   against one C call of `car_racing_step`, timed in a C loop in another translation
+   unit (no inlining across it; 1000 calls per Python call, over 64 different rows),
+   and the same C call made from Python through ctypes. Ratio: JAX / C (target >= 100).
+3. Batch 65536: `car_racing_step_batch` (with and without the latents) against
+   jit(vmap(apply)) (XLA, single-threaded), and against the machine's copy bandwidth:
+   a memmove of the same bytes (rows in + rows out) timed beside them. Reported: each
+   candidate's bytes in + out per second as a share of the copy's (target >= 0.5 for C).
+4. The object size of the generated code (cc -O2 and -Os, `size`: text + data).
+5. Per function, how far C's libm is from XLA's CPU code: max ulps and the share of
+   exactly equal results over 65536 inputs, through the whole pipeline (a one-op
+   program per function, emitted, built and called like any policy).
+
+All candidates are timed interleaved in one process pinned to one core (common.py).
+torch.compile is not compared here: torch is not installed in this environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+
+import common
+
+PINNED = None if "--no-pin" in sys.argv else common.pin_to_one_core()  # before jax starts its threads
+common.single_threaded_jax_env()
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import polc  # noqa: E402
+from polc.emit_c import emit_c, weight_values  # noqa: E402
+from polc.lower import lower  # noqa: E402
+from polc.runtime.io.c_policy import CFLAGS, CPolicy, c_compiler, sizes  # noqa: E402
+
+HARNESS = r'''#include <string.h>
+#include "car_racing.h"
+
+/* n calls of car_racing_step over `rows` observations in turn (float rows copied into structs
+ * first); the actions are summed so that no call can be dropped. */
+float bench_steps(long n, const float *obs_rows, int rows) {
+    car_racing_obs obs[64];
+    car_racing_action act;
+    float sink = 0.0f;
+    for (int r = 0; r < rows && r < 64; ++r) memcpy(&obs[r], obs_rows + r * CAR_RACING_OBS_SIZE, sizeof obs[r]);
+    for (long k = 0; k < n; ++k) {
+        car_racing_step(&obs[k % rows], &act, NULL);
+        sink += act.steer + act.gas + act.brake;
+    }
+    return sink;
+}
+'''
+
+FUNCS = '''policy funcs
+obs u : real in [-10, 10]
+obs p : real in [0.001, 100]
+latent exp_ = exp(u)
+latent log_ = log(p)
+latent sqrt_ = sqrt(p)
+latent tanh_ = tanh(u)
+latent sigmoid_ = sigmoid(u)
+latent softplus_ = softplus(u)
+latent sin_ = sin(u)
+latent cos_ = cos(u)
+latent atan2_ = atan2(u, p - 50)
+latent pow_ = p ^ 0.37
+action a : real = u
+'''
+STEPS_PER_CALL = 1000
+
+
+def build(workdir: str, tp, weights, harness: bool) -> ctypes.CDLL:
+    src = emit_c(tp, weights, f"{tp.name}.h")
+    files = []
+    for name, text in ((f"{tp.name}.c", src.c), (f"{tp.name}.h", src.h)) + ((("harness.c", HARNESS),) if harness else ()):
+        with open(os.path.join(workdir, name), "w") as f:
+            f.write(text)
+        if name.endswith(".c"):
+            files.append(os.path.join(workdir, name))
+    so = os.path.join(workdir, f"lib{tp.name}.so")
+    subprocess.run([c_compiler(), *CFLAGS, "-shared", "-o", so, *files, "-lm"], check=True)
+    return ctypes.CDLL(so)
+
+
+def batch_fn(lib: ctypes.CDLL, tp) -> CPolicy:
+    fn = getattr(lib, f"{tp.name}_step_batch")
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t] + [ctypes.POINTER(ctypes.c_float)] * 3
+    return CPolicy(tp, lib, fn, *sizes(tp))
+
+
+def rows_of(tp, obs: dict) -> np.ndarray:
+    n = len(next(iter(obs.values())))
+    return np.ascontiguousarray(np.concatenate([np.asarray(obs[o.name], np.float32).reshape(n, -1) for o in tp.obs], 1))
+
+
+def jax_rows(tp, out: tuple) -> tuple[np.ndarray, np.ndarray]:
+    acts, lats = out
+    n = len(next(iter(acts.values())))
+    flat = lambda d, g: np.concatenate([np.asarray(d[x.name], np.float32).reshape(n, -1) for x in g], 1)  # noqa: E731
+    return flat(acts, tp.actions), flat(lats, tp.latents)
+
+
+def ulps(c: np.ndarray, j: np.ndarray, of_scale: bool) -> np.ndarray:
+    scale = np.maximum(np.abs(j), 1) if of_scale else np.abs(j)
+    d = np.abs(c.astype(np.float64) - j) / np.spacing(scale.astype(np.float32)).astype(np.float64)
+    return np.where((c == j) | (np.isnan(c) & np.isnan(j)), 0.0, d)
+
+
+def check_same(cp: CPolicy, tp, batched, params, obs) -> float:
+    c_act, c_lat = cp.step_batch(rows_of(tp, obs))
+    j_act, j_lat = jax_rows(tp, batched(params, obs))
+    worst = max(ulps(c_act, j_act, True).max(), ulps(c_lat, j_lat, True).max())
+    if worst > 64:
+        raise AssertionError(f"C and JAX differ by {worst:.1f} ulps of max(|x|, 1)")
+    return float(worst)
+
+
+def object_size(workdir: str, tp, flags: list[str]) -> dict:
+    obj = os.path.join(workdir, f"{tp.name}{flags[0]}.o")
+    subprocess.run([c_compiler(), "-std=c99", *flags, "-c", "-o", obj, os.path.join(workdir, f"{tp.name}.c")],
+                   check=True)
+    out = subprocess.run(["size", obj], capture_output=True, text=True, check=True).stdout.split("\n")[1].split()
+    return {"text": int(out[0]), "data": int(out[1]), "bss": int(out[2]), "file": os.path.getsize(obj)}
+
+
+def function_ulps(workdir: str) -> dict:
+    tp = polc.loads(FUNCS, "funcs.pol", analyze=False).typed
+    policy = lower(tp)
+    lib = build(workdir, tp, weight_values(tp, {}, "none", policy), harness=False)
+    cp = batch_fn(lib, tp)
+    rng = np.random.default_rng(0)
+    n = 65536
+    obs = {"u": rng.uniform(-10, 10, n).astype(np.float32), "p": rng.uniform(0.001, 100, n).astype(np.float32)}
+    _, c_lat = cp.step_batch(rows_of(tp, obs))
+    _, j_lat = jax_rows(tp, jax.jit(jax.vmap(policy.apply, in_axes=(None, 0)))({}, obs))
+    out = {}
+    for i, lat in enumerate(tp.latents):
+        u = ulps(c_lat[:, i], j_lat[:, i], of_scale=False)
+        out[lat.name.rstrip("_")] = {"max_ulps": float(u.max()), "equal": float((u == 0).mean())}
+    return out
+
+
+def run(reps: int, batch: int, target_s: float) -> dict:
+    tp = polc.load(str(common.CAR_RACING), analyze=False).typed
+    policy = lower(tp)
+    params = policy.init(jax.random.PRNGKey(0))
+    work = tempfile.mkdtemp(prefix="bench_c_")
+    lib = build(work, tp, weight_values(tp, params, "init", policy), harness=True)
+    cp = batch_fn(lib, tp)
+    batched = jax.jit(jax.vmap(policy.apply, in_axes=(None, 0)))
+    worst = check_same(cp, tp, batched, params, common.car_obs(4096, seed=2))
+    print(f"same outputs: C and JAX within {worst:.1f} ulps of max(|x|, 1) on 4096 rows (actions and latents)")
+
+    # ---- batch 1
+    obs1 = {k: v[0] for k, v in common.car_obs(1, seed=1).items()}
+    rows64 = rows_of(tp, common.car_obs(64, seed=3))
+    steps = lib.bench_steps
+    steps.restype = ctypes.c_float
+    steps.argtypes = [ctypes.c_long, ctypes.POINTER(ctypes.c_float), ctypes.c_int]
+    ptr64 = rows64.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    one_row = rows64[:1].copy()
+    load = common.LoadMeter()
+    t1 = common.time_interleaved({
+        "jax": lambda: jax.block_until_ready(policy.apply(params, obs1)),
+        "c_loop": lambda: steps(STEPS_PER_CALL, ptr64, 64),
+        "c_ctypes": lambda: cp.step_batch(one_row, latents=False),
+    }, reps=reps, target_s=target_s)
+    c_call = [s / STEPS_PER_CALL for s in t1["c_loop"]["samples_s"]]
+    latency = {"jax_s": t1["jax"]["median_s"], "c_s": float(np.median(c_call)),
+               "c_ctypes_s": t1["c_ctypes"]["median_s"],
+               "jax_over_c": common.paired_ratio(t1["jax"]["samples_s"], c_call),
+               "jax_over_c_ctypes": common.paired_ratio(t1["jax"]["samples_s"], t1["c_ctypes"]["samples_s"])}
+
+    # ---- the batch loop against the copy bandwidth
+    obs = common.car_obs(batch, seed=batch)
+    rows = rows_of(tp, obs)
+    obs_dev = jax.device_put(obs)
+    n_obs, n_act, n_lat = sizes(tp)
+    bytes_c = batch * 4 * (n_obs + n_act + n_lat)
+    bytes_c_act = batch * 4 * (n_obs + n_act)
+    src = np.zeros(bytes_c, np.uint8)
+    dst = np.zeros(bytes_c, np.uint8)
+    tb = common.time_interleaved({
+        "copy": lambda: ctypes.memmove(dst.ctypes.data, src.ctypes.data, bytes_c),
+        "c": lambda: cp.step_batch(rows, latents=True),
+        "c_actions": lambda: cp.step_batch(rows, latents=False),
+        "xla": lambda: jax.block_until_ready(batched(params, obs_dev)),
+    }, reps=reps, target_s=target_s)
+    copy = tb["copy"]["samples_s"]
+    bandwidth = {
+        "batch": batch, "bytes_in_out": bytes_c, "copy_s": tb["copy"]["median_s"],
+        "copy_gb_s": bytes_c / tb["copy"]["median_s"] / 1e9,
+        **{f"{k}_s": tb[k]["median_s"] for k in ("c", "c_actions", "xla")},
+        # share of the copy bandwidth: (bytes / t) / (bytes_c / t_copy), paired per repetition
+        "c_share": common.paired_ratio(copy, tb["c"]["samples_s"]),
+        "c_actions_share": common.paired_ratio([t * bytes_c_act / bytes_c for t in copy], tb["c_actions"]["samples_s"]),
+        "xla_share": common.paired_ratio(copy, tb["xla"]["samples_s"]),
+        "xla_over_c": common.paired_ratio(tb["xla"]["samples_s"], tb["c"]["samples_s"]),
+    }
+    busy = load.busy_cores()
+    return {"latency": latency, "bandwidth": bandwidth, "busy_cores": busy,
+            "object": {"O2": object_size(work, tp, ["-O2"]), "Os": object_size(work, tp, ["-Os"])},
+            "functions": function_ulps(work), "timings": {"batch1": t1, "batch": tb}}
+
+
+def report(r: dict) -> str:
+    lat, bw = r["latency"], r["bandwidth"]
+    f = common.fmt_time
+    out = ["", "Batch 1 (per call):", common.table(
+        ["candidate", "time", "JAX / this"],
+        [["jax: jitted apply", f(lat["jax_s"]), "1"],
+         ["C: car_racing_step (C loop)", f(lat["c_s"]), f"{lat['jax_over_c']:.0f} (target >= 100)"],
+         ["C: through ctypes", f(lat["c_ctypes_s"]), f"{lat['jax_over_c_ctypes']:.1f}"]]),
+        "", f"Batch {bw['batch']} ({bw['bytes_in_out'] / 1e6:.1f} MB in + out with latents; "
+            f"copy bandwidth {bw['copy_gb_s']:.2f} GB/s):",
+        common.table(["candidate", "time", "share of copy bandwidth"],
+                     [["memmove of the same bytes", f(bw["copy_s"]), "1"],
+                      ["C step_batch (actions + latents)", f(bw["c_s"]), f"{bw['c_share']:.2f} (target >= 0.5)"],
+                      ["C step_batch (actions only)", f(bw["c_actions_s"]), f"{bw['c_actions_share']:.2f}"],
+                      ["XLA jit(vmap(apply))", f(bw["xla_s"]), f"{bw['xla_share']:.2f}"]]),
+        f"XLA / C at batch {bw['batch']}: {bw['xla_over_c']:.1f}",
+        "", "Object size of the generated car_racing.c (bytes):",
+        common.table(["flags", "text", "data", ".o file"],
+                     [[k, v["text"], v["data"], v["file"]] for k, v in r["object"].items()]),
+        "", "C's libm against XLA's CPU code, per function (65536 inputs; ulps of the result):",
+        common.table(["function", "max ulps", "exactly equal"],
+                     [[k, f"{v['max_ulps']:.0f}", f"{100 * v['equal']:.1f}%"] for k, v in r["functions"].items()])]
+    if r["busy_cores"] is not None:
+        out.append(f"\nmachine load while timing: {r['busy_cores']:.2f} of {os.cpu_count()} cores busy (this uses 1)")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--batch", type=int, default=65536)
+    ap.add_argument("--target-s", type=float, default=0.03)
+    ap.add_argument("--json")
+    ap.add_argument("--no-pin", action="store_true")
+    args = ap.parse_args()
+    if c_compiler() is None:
+        print("bench_c: no C compiler (cc, gcc or clang) found", file=sys.stderr)
+        return 2
+    print(common.header("C back end vs JAX (examples/car_racing/initial.pol)")
+          + (f"\npinned to core {PINNED}" if PINNED is not None else ""))
+    r = run(max(args.reps, 7), args.batch, args.target_s)
+    print(report(r))
+    common.write_json(args.json, r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
