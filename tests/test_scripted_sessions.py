@@ -109,3 +109,15 @@ def test_the_replies_are_the_recorded_ones_and_their_programs_are_formatted(sess
         assert r["reply"] == written, f"{replies}/{r['index']:03d}.md differs from the recording: " + how_to_see(task)
         for block in re.findall(r"```pol\n(.*?)```", written, re.DOTALL):
             assert format_text(block) == block, f"{replies}/{r['index']:03d}.md: a program not as `polc fmt` writes it"
+
+
+# What a prompt must never send the model to: a command it cannot run, or text it is not shown.
+UNREACHABLE = ("polc analyze", "--json", "not shown", "docs/")
+
+
+def test_no_recorded_prompt_points_at_what_the_model_cannot_see(session):
+    task, records = session
+    for r in records:
+        sent = r["messages"][-1]["text"]
+        for phrase in UNREACHABLE:
+            assert phrase not in sent, f"request {r['index'] + 1} of {task} says {phrase!r}: " + how_to_see(task)

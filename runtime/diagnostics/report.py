@@ -49,7 +49,7 @@ params file path, a params file's parsed JSON, or the runtime's params dict
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -59,7 +59,7 @@ from . import checks as C, values as V
 from .base import CHECKS, SEVERITIES, TEXT_BUDGET, DiagnosticsError, Finding, _jsonable, load_params, load_steps, \
     verify_trace_of
 from .demo import check_demo
-from .text import render
+from .text import ELSEWHERE, render
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,11 @@ class Report:
         return {"header": self.header, "counts": self.counts(),
                 "findings": [f.to_json() for f in self.findings], "data": _jsonable(self.data)}
 
-    def text(self, budget: int = TEXT_BUDGET) -> str:
-        """Plain text, problems first, grouped by check; about `budget` characters at most."""
-        return render(self, budget)
+    def text(self, budget: int = TEXT_BUDGET, elsewhere: Optional[str] = ELSEWHERE) -> str:
+        """Plain text, problems first, grouped by check; about `budget` characters at most.
+        The findings that do not fit are counted and `elsewhere` says where to read them;
+        `elsewhere=None` leaves them out unmentioned (a prompt: its reader runs no command)."""
+        return render(self, budget, elsewhere)
 
 
 # ---- the report -----------------------------------------------------------------------------

@@ -116,8 +116,9 @@ class Dialogue:
         self.loop._timed(self.m, "sandbox", t)
         output = result.output
         if len(output) > self.s.feedback_chars:
-            output = (output[:self.s.feedback_chars]
-                      + f"\n[... {len(output) - self.s.feedback_chars} more characters not shown ...]")
+            output = (output[:self.s.feedback_chars]  # the model's own output: say where and why it was cut
+                      + f"\n[cut here: your analysis printed {len(output)} characters, the limit is "
+                        f"{self.s.feedback_chars}; print less]")
         status = ("It ran without errors." if result.ok  # no timing: a prompt must not vary from run to run
                   else f"It failed: {result.error} Its output up to that point:")
         self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.txt",

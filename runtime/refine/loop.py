@@ -402,8 +402,9 @@ def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path
         os.symlink(os.path.abspath(trace_path), os.path.join(tmp, "trace.parquet"))
         os.symlink(os.path.abspath(demo_path), os.path.join(tmp, "demo.parquet"))
         os.chdir(tmp)
-        try:
-            return builtin_report(program, "trace.parquet", params=fitted.params, demo="demo.parquet").text()
+        try:  # the model can run no command: what does not fit is left out, not pointed at
+            return builtin_report(program, "trace.parquet", params=fitted.params,
+                                  demo="demo.parquet").text(elsewhere=None)
         except DiagnosticsError as e:
             return f"The built-in diagnostics could not be computed: {e}"
         finally:
