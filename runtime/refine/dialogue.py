@@ -12,6 +12,7 @@ checked text is saved as next.pol.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -22,9 +23,28 @@ from .work import Fitted, fmt_weights
 
 TEST_LINE = ("- TEST: you need more evidence before deciding. Say what you want to find out and give "
              "new analysis code (complete, defining analyze(df)) in one ```python block; it runs on the "
-             "same table and you see its output.\n")
+             "same table and you see its output. A TEST does not use up a round: this round goes on with "
+             "the same structure and rollout ({left} more TEST move(s) allowed in it after this one; then "
+             "REVISE or STOP).\n")
 LAST_ROUND = ("\nThis is the last round: a revision will still be fitted and evaluated, but you will not "
               "see its results.\n")
+
+
+def prior_text(priors: dict, rows: int) -> str:
+    """What held the weights besides the demonstration, and how strongly ('' when nothing did):
+    the declared priors, and the pull of the weights without one toward their declared values."""
+    declared, pulled, scale = priors.get("declared") or {}, priors.get("pulled") or [], priors.get("prior_scale")
+    if not declared and not pulled:
+        return ""
+    parts = []
+    if declared:
+        parts.append("declared priors " + ", ".join(f"{k} ~ {v}" for k, v in declared.items()))
+    if pulled and scale:
+        parts.append(f"the weights without a prior ({', '.join(pulled)}) were held near their declared values "
+                     f"by a normal prior of std {scale:g} on their unconstrained value (for a weight `>= a` or "
+                     f"`<= b`, on log |w - bound|: a factor of about {math.exp(scale):.3g} per std)")
+    return (f"Besides the demonstration's {rows} training rows, the fit weighed {'; '.join(parts)}. Each prior "
+            "counts about as much as one more row: it decides a weight only where the rows say little about it.\n")
 
 
 class Dialogue:
@@ -36,6 +56,7 @@ class Dialogue:
         self.s = loop.settings
         self.d = loop.run_dir.round_dir(k)
         self.tests = 0
+        self._tests_so_far = 0  # TEST moves made so far in this round (what the moves prompt counts)
 
     def run(self) -> replies.Move:
         mode = self.s.feedback
@@ -68,6 +89,7 @@ class Dialogue:
         """Run the analysis, send its output, get a move; a TEST move starts over with new code."""
         n = 1
         while True:
+            self._tests_so_far = n - 1
             output, status = self._run_analysis(code, n)
             allow_test = n - 1 < self.s.max_tests  # n - 1 TEST moves so far
             feedback = templates.render("feedback", analysis_status=status, analysis_output=output,
@@ -132,7 +154,8 @@ class Dialogue:
     def _round_text(self) -> str:
         f = self.fitted.info
         fit = (f"Fitted to the demonstration ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
-               f"validation loss {f['val_loss']:.4g}. Fitted weights: {fmt_weights(self.fitted.weights)}.\n")
+               f"validation loss {f['val_loss']:.4g}. Fitted weights: {fmt_weights(self.fitted.weights)}.\n"
+               + prior_text(f.get("priors") or {}, f["rows_train"]))
         outside = self._outside_ranges()
         if outside:
             fit += f"\n{outside}\nThe fit used every row as it is.\n"
@@ -194,6 +217,7 @@ class Dialogue:
         return templates.render("diagnostics", report=report.rstrip())
 
     def _moves(self, allow_test: bool) -> str:
+        left = self.s.max_tests - self._tests_so_far - 1
         return templates.render("moves", test_move="`MOVE: TEST` " if allow_test else "",
-                                test_line=TEST_LINE if allow_test else "",
+                                test_line=TEST_LINE.format(left=left) if allow_test else "",
                                 last_round=LAST_ROUND if self.k == self.s.rounds - 1 else "")
