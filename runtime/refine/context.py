@@ -95,22 +95,46 @@ def returns_text(seeds: Sequence[int], returns: Sequence[float], scores: Optiona
     return per_seed_text(seeds, returns, scores, metric or RETURN)
 
 
-def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "seed") -> str:
-    """The earlier rounds of this run, one line each: the score of each traced episode on the
-    training seeds (not in the `none` mode, which gives no execution feedback), the move,
-    and the model's own reason."""
+def _mean_score(m: dict) -> Optional[float]:
+    """The mean of a round's traced episodes' scores (the metric's; the returns for the return)."""
+    values = m.get("rollout_scores") or m.get("rollout_returns")
+    return float(np.mean(values)) if values else None
+
+
+def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "seed",
+            current: Optional[dict] = None) -> str:
+    """The earlier rounds of this run, a few lines each: the score of each traced episode on the
+    training seeds (not in the `none` mode, which gives no execution feedback), the move, what
+    the revision changed (declarations added, changed, removed), and the mean score before and
+    after it (after: the next round's, or `current`'s, the round being asked about)."""
+    from ..envs.metric import RETURN
+    from .scores import number
+
+    metric = metric or RETURN
     if not previous:
         return "This is the first round.\n"
     lines = ["Earlier rounds of this run:"]
-    for m in previous:
+    for i, m in enumerate(previous):
         line = f"- Round {m['round']}: structure \"{m['policy_name']}\""
-        if feedback != "none" and m.get("rollout_returns"):
+        scored = feedback != "none" and bool(m.get("rollout_returns"))
+        if scored:
             shown = returns_text(m["rollout_seeds"], m["rollout_returns"], m.get("rollout_scores"), metric)
             line += f", {shown} on the training {instance}(s)"
         move = m.get("move") or {}
         if move.get("kind"):
             line += f"; your move: {move['kind']}"
-            if move.get("summary"):
-                line += f" ({move['summary']})"
+            if m.get("tests"):
+                line += f" (after {m['tests']} TEST move(s))"
         lines.append(line + ".")
+        changes = move.get("changes")
+        if changes is not None:
+            lines.append("  The revision " + ("changed nothing in the declarations." if not changes
+                                              else "changed:"))
+            lines += [f"  - {c}" for c in changes]
+        after = previous[i + 1] if i + 1 < len(previous) else current
+        if scored and move.get("kind") == "REVISE" and after is not None and _mean_score(after) is not None:
+            name = "return" if metric.is_return else metric.name
+            lines.append(f"  Mean {name} on the training {instance}(s): {number(_mean_score(m), metric)} before, "
+                         f"{number(_mean_score(after), metric)} after (round {after['round']})"
+                         + ("" if metric.is_return else f"; {metric.direction}") + ".")
     return "\n".join(lines) + "\n"

@@ -166,7 +166,7 @@ class Dialogue:
             fit += f"\n`polc check` warnings:\n```text\n{render_all(warnings, self.text).rstrip()}\n```\n"
         return templates.render("round", task=self.loop.task.text.rstrip(), round=self.k, last=self.s.rounds - 1,
                                 history=context.history(self.loop.history, self.s.feedback, self.loop.metric,
-                                                        self.loop.task.instance),
+                                                        self.loop.task.instance, current=self.m),
                                 pol=self.text.rstrip(), fit=fit)
 
     def _outside_ranges(self) -> str:

@@ -382,6 +382,11 @@ class Loop:
         except RevisionRejected as e:
             raise RoundEnd(f"the revision was rejected: {e}", unusable=True) from None
         m["move"] = {"kind": move.kind, "summary": replies.summary(move.prose), "notes": list(move.notes)}
+        revision = self.run_dir.read(f"round_{k:02d}/next.pol") if move.kind == "REVISE" else None
+        if revision is not None:  # what later rounds' history says the revision changed
+            from .changes import structure_changes
+
+            m["move"]["changes"] = structure_changes(text, revision)
 
 
 def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str) -> str:
