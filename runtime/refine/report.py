@@ -60,7 +60,8 @@ class Progress:
         population = m.get("candidates")
         pop = (f", best of {population['asked']} candidates (#{population['chosen']})"
                if isinstance(population, dict) else "")
-        line = (f"round {m['round']} done: {ret} over {len(ev['seeds']) if ev else 0} unseen seeds, "
+        line = (f"round {m['round']} done: {ret} over {len(ev['seeds']) if ev else 0} unseen seeds"
+                f"{scores.success_text(ev)}, "
                 f"{llm['calls']} LLM call(s), {llm['input_tokens'] + llm['output_tokens']:,} tokens{cost}, "
                 f"move {move}{pop}, {m['seconds']:.0f} s")
         if m.get("end"):
@@ -71,10 +72,12 @@ class Progress:
 # ---- the table -------------------------------------------------------------------------
 
 
-def columns(metric: Any = RETURN, cost: bool = False) -> tuple[str, ...]:
-    """The table's header; the third column is the environment's metric, and `cost` adds
+def columns(metric: Any = RETURN, cost: bool = False, success: Optional[str] = None) -> tuple[str, ...]:
+    """The table's header; the third column is the environment's metric, `success` (a heading
+    from `scores.success_column`) adds the task's success rate beside it, and `cost` adds
     "cost (USD)" after the tokens (a run whose model has a price)."""
-    return ("round", "structure", scores.column(metric), "LLM calls", "input tokens", "output tokens",
+    return ("round", "structure", scores.column(metric), *((success,) if success else ()), "LLM calls",
+            "input tokens", "output tokens",
             *(("cost (USD)",) if cost else ()), "env resets", "wall time", "move")
 
 
@@ -100,7 +103,7 @@ def total_cost(history: Sequence[dict]) -> Optional[float]:
 def rows(history: Sequence[dict], metric: Any = RETURN) -> list[list[str]]:
     """One row of strings per round, then a total row."""
     out = []
-    cost = priced(history)
+    cost, success = priced(history), scores.success_column(history)
     for m in history:
         ev = m.get("eval")
         move = (m.get("move") or {}).get("kind") or ("(final)" if m.get("final") else "-")
@@ -108,12 +111,13 @@ def rows(history: Sequence[dict], metric: Any = RETURN) -> list[list[str]]:
             move = "(ended)"
         structure = f"{m['policy_name']} {m['structure_sha256'][:6]}" if m.get("policy_name") else "-"
         out.append([str(m["round"]), structure,
-                    scores.mean_std(ev["mean"], ev["std"], metric) if ev else "-", str(m["llm"]["calls"]),
+                    scores.mean_std(ev["mean"], ev["std"], metric) if ev else "-",
+                    *([scores.success_cell(ev)] if success else []), str(m["llm"]["calls"]),
                     f"{m['llm']['input_tokens']:,}", f"{m['llm']['output_tokens']:,}",
                     *([cost_text(m["llm"].get("cost_usd"))] if cost else []), str(m.get("resets", 0)),
                     _duration(m["seconds"]), move])
     t = totals(history)
-    out.append(["total", "", "", str(t["llm_calls"]), f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
+    out.append(["total", "", "", *([""] if success else []), str(t["llm_calls"]), f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
                 *([cost_text(t["cost_usd"])] if cost else []), str(t["resets"]), _duration(t["seconds"]), ""])
     return out
 
@@ -149,7 +153,7 @@ def _duration(seconds: float) -> str:
 def table_text(history: Sequence[dict], metric: Any = RETURN) -> str:
     """The per-round table as plain text (fixed-width columns), for the terminal and logs."""
     cost = priced(history)
-    header = columns(metric, cost)
+    header = columns(metric, cost, scores.success_column(history))
     body = [list(header)] + rows(history, metric)
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     right = set(range(2, len(header) - 1))

@@ -1,0 +1,52 @@
+"""The task's success rate beside the metric wherever the loop shows the metric (issue 37,
+item 6): metrics.json's `eval`, the per-round table, the console line and the HTML report.
+The door's metric saturates at the geometric floor, so only its success flag tells rounds apart."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from polc.runtime.envs.metric import RETURN
+from polc.runtime.refine import scores
+from polc.runtime.refine.report import Progress, table_text
+
+
+def door_round(k: int, mean: float, successes: list[bool]) -> dict:
+    ev = SimpleNamespace(seeds=list(range(10000, 10000 + len(successes))), returns=[1.0] * len(successes),
+                         mean=mean, std=0.0, values=[mean] * len(successes),
+                         successes=np.asarray(successes), success_rate=float(np.mean(successes)), solved_at=None)
+    return {"round": k, "policy_name": "door", "structure_sha256": "abcdef0", "resets": 2, "seconds": 60.0,
+            "llm": {"calls": 2, "input_tokens": 1000, "output_tokens": 100}, "move": {"kind": "REVISE"},
+            "eval": scores.eval_json(ev, RETURN)}
+
+
+def test_eval_json_keeps_the_success_flags_and_rate():
+    ev = door_round(0, 0.0223, [True] * 9 + [False])["eval"]
+    assert ev["success_rate"] == 0.9 and ev["successes"] == [True] * 9 + [False]
+    assert scores.success_cell(ev) == "0.90 (9 of 10)"
+
+
+def test_the_table_shows_the_success_rate_beside_the_metric():
+    lines = table_text([door_round(0, 0.0223, [False] * 10), door_round(1, 0.0223, [True] * 10)]).splitlines()
+    assert lines[0].split()[:4] == ["round", "structure", "return", "(mean"]
+    assert "success rate" in lines[0] and lines[0].index("return") < lines[0].index("success rate")
+    assert "0.00 (0 of 10)" in lines[2] and "1.00 (10 of 10)" in lines[3]
+
+
+def test_a_task_scored_by_solved_share_shows_it_and_one_with_neither_shows_no_column():
+    ev = SimpleNamespace(seeds=[1, 2], returns=[950.0, 850.0], mean=900.0, std=50.0, values=[950.0, 850.0],
+                         successes=None, solved_at=900.0, solved_share=0.5)
+    m = dict(door_round(0, 0, [True]), eval=scores.eval_json(ev, RETURN))
+    assert "solved (score >= 900)" in table_text([m]).splitlines()[0]
+    assert scores.success_text(m["eval"]) == ", solved (score >= 900) 0.50 (1 of 2)"
+    plain = dict(m, eval={k: v for k, v in m["eval"].items() if k not in ("solved_at", "solved_share")})
+    assert "solved" not in table_text([plain]) and "success" not in table_text([plain])
+
+
+def test_the_console_line_says_the_success_rate(capsys):
+    ui = Progress(quiet=False)
+    ui.round_done(door_round(1, 0.0223, [True] * 10), None)
+    out = capsys.readouterr().err
+    assert "over 10 unseen seeds, success 1.00 (10 of 10)," in out.replace("\n", " ")
