@@ -50,3 +50,28 @@ def test_the_console_line_says_the_success_rate(capsys):
     ui.round_done(door_round(1, 0.0223, [True] * 10), None)
     out = capsys.readouterr().err
     assert "over 10 unseen seeds, success 1.00 (10 of 10)," in out.replace("\n", " ")
+
+
+def test_quiet_scores_withholds_the_unseen_score_and_success_from_the_console(capsys):
+    """`--quiet-scores` (issue 37, item 10): a blind manual session sees nothing the model may not."""
+    history = [door_round(0, 0.5444, [False] * 10), door_round(1, 0.0223, [True] * 10)]
+    ui = Progress(quiet=False, withhold_scores=True)
+    ui.round_done(history[1], None)
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "round 1 done: unseen-seed score withheld (--quiet-scores), 2 LLM call(s)" in err
+    assert "0.0223" not in err and "success" not in err
+    table = table_text(history, RETURN, withhold_scores=True)
+    assert table.splitlines()[0].split()[:4] == ["round", "structure", "LLM", "calls"]
+    assert "0.5444" not in table and "success" not in table and "10 of 10" not in table
+    assert table.splitlines()[-1].split() == ["total", "4", "2,000", "200", "4", "2:00"]
+
+
+def test_polc_refine_takes_quiet_scores():
+    import argparse
+
+    from polc.runtime.refine.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    assert parser.parse_args(["refine", "examples/door", "--quiet-scores"]).quiet_scores is True
+    assert parser.parse_args(["refine", "examples/door"]).quiet_scores is False

@@ -19,13 +19,14 @@ class Progress:
     """One live line on stderr: run elapsed, round, phase (rich), plus notices and a line per
     finished round. `quiet` keeps only notices and errors."""
 
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False, withhold_scores: bool = False):
         from rich.console import Console
         from rich.progress import Progress as Bar
         from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
         self.console = Console(stderr=True, highlight=False)
         self.quiet = quiet
+        self.withhold_scores = withhold_scores  # --quiet-scores: print nothing the model may not see
         self.bar = Bar(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
                        console=self.console, transient=True, disable=quiet)
         self.task = self.bar.add_task("starting", total=None)
@@ -60,8 +61,9 @@ class Progress:
         population = m.get("candidates")
         pop = (f", best of {population['asked']} candidates (#{population['chosen']})"
                if isinstance(population, dict) else "")
-        line = (f"round {m['round']} done: {ret} over {len(ev['seeds']) if ev else 0} unseen seeds"
-                f"{scores.success_text(ev)}, "
+        seen = ("unseen-seed score withheld (--quiet-scores)" if self.withhold_scores else
+                f"{ret} over {len(ev['seeds']) if ev else 0} unseen seeds{scores.success_text(ev)}")
+        line = (f"round {m['round']} done: {seen}, "
                 f"{llm['calls']} LLM call(s), {llm['input_tokens'] + llm['output_tokens']:,} tokens{cost}, "
                 f"move {move}{pop}, {m['seconds']:.0f} s")
         if m.get("end"):
@@ -150,11 +152,16 @@ def _duration(seconds: float) -> str:
         f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def table_text(history: Sequence[dict], metric: Any = RETURN) -> str:
-    """The per-round table as plain text (fixed-width columns), for the terminal and logs."""
+def table_text(history: Sequence[dict], metric: Any = RETURN, withhold_scores: bool = False) -> str:
+    """The per-round table as plain text (fixed-width columns), for the terminal and logs;
+    `withhold_scores` leaves out the unseen seeds' score and success columns (`--quiet-scores`)."""
     cost = priced(history)
     header = columns(metric, cost, scores.success_column(history))
     body = [list(header)] + rows(history, metric)
+    if withhold_scores:
+        scored = 2 if scores.success_column(history) else 1  # the metric's column, and the success rate's
+        body = [r[:2] + r[2 + scored:] for r in body]
+        header = body[0]
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     right = set(range(2, len(header) - 1))
 
