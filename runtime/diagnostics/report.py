@@ -20,6 +20,9 @@ No LLM and no JAX: everything is recomputed with the NumPy reference interpreter
                     action means outside the action's range
     latents         summary statistics of every latent and action mean
     demo            the policy's actions against the demonstration's at matched states
+    task            what the task declares (task.md's `constant:` and `moves:`): names it
+                    requires constant pass instead of warning; an action on a bound of its
+                    range while the observation it moves does not follow (see task.py)
 
 Intents on the data. For `expect T decreasing in V` the partial effect of V on T is
 measured at every logged state with the reference interpreter: the graph is cut at V
@@ -59,6 +62,7 @@ from . import checks as C, values as V
 from .base import CHECKS, SEVERITIES, TEXT_BUDGET, DiagnosticsError, Finding, _jsonable, load_params, load_steps, \
     verify_trace_of
 from .demo import check_demo
+from .task import Expectations, check_blocked, expected_constants
 from .text import ELSEWHERE, render
 
 
@@ -104,8 +108,11 @@ def _typed(program: Any) -> TypedProgram:
     raise DiagnosticsError(f"program must be a polc.Program or a TypedProgram, not {type(program).__name__}.")
 
 
-def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = None) -> Report:
+def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = None,
+                   expect: Optional[Expectations] = None) -> Report:
     """Run every built-in check on a rollout trace of `program` (see the module docstring).
+    `expect`: what the task declares (`polc.runtime.diagnostics.task`): the names it requires
+    constant, and which observation each action moves (the blocked-push check).
 
     Raises `DiagnosticsError` (one sentence) when the trace cannot be read or is not a
     trace of this program, or the params or demonstration do not fit it."""
@@ -131,6 +138,8 @@ def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = Non
         findings += out.findings
         tables += out.tables
         data.update(out.data)
+    if expect:
+        findings = expected_constants(findings, expect) + check_blocked(ctx, expect)
     n_ep = len(np.unique(steps.episode))
     header = (f"Diagnostics of policy {tp.name} on {steps.name}: {n_ep} episode{'s' if n_ep != 1 else ''}, "
               f"{steps.rows} steps; weights from {p.source}"

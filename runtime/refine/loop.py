@@ -74,8 +74,8 @@ def _non_finite(e: BaseException) -> bool:
 @dataclass(frozen=True)
 class Task:
     """A task folder: task.md (an optional `---` header with `env:`, `demo:`, `initial:`,
-    `latents:` and `instance:` lines, then the text the model reads), the demonstration, and
-    the initial structure unless the model is to write it."""
+    `latents:`, `instance:`, `constant:` and `moves:` lines, then the text the model reads),
+    the demonstration, and the initial structure unless the model is to write it."""
 
     dir: Path
     text: str
@@ -84,6 +84,7 @@ class Task:
     initial: Optional[Path]
     latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
     instance: str = "seed"  # header `instance:`: what a seed selects, as the prompts name it ("track")
+    expect: Any = None  # headers `constant:` and `moves:`: a `diagnostics.task.Expectations`
 
 
 def load_task(task_dir: str, env: Optional[str] = None) -> Task:
@@ -106,8 +107,15 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
     latents = tuple(n.strip() for n in header.get("latents", "").split(",") if n.strip())
     if not (env or header.get("env")) and (d / "env.toml").is_file():
         env = str(d / "env.toml")  # a task folder for any Gymnasium env (polc init-task writes it)
+    from ..diagnostics import DiagnosticsError
+    from ..diagnostics.task import Expectations
+
+    try:
+        expect = Expectations.parse(header.get("constant", ""), header.get("moves", ""), str(md))
+    except DiagnosticsError as e:
+        raise TaskError(str(e).rstrip(".") + ".") from None
     return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None, latents, header.get("instance") or "seed")
+                initial if initial.is_file() else None, latents, header.get("instance") or "seed", expect)
 
 
 def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
@@ -366,7 +374,7 @@ class Loop:
         m["eval_episodes"] = len(ev.seeds) + (0 if shown else len(self.seeds))
         self.ui.phase(k, "built-in diagnostics")
         t = time.monotonic()
-        report = builtin_diagnostics(program, str(d / "trace.parquet"), fitted, str(self.task.demo))
+        report = builtin_diagnostics(program, str(d / "trace.parquet"), fitted, str(self.task.demo), self.task.expect)
         self._timed(m, "diagnostics", t)
         self.run_dir.write(f"{d.name}/diagnostics.txt", report.rstrip() + "\n")
 
@@ -389,7 +397,7 @@ class Loop:
             m["move"]["changes"] = structure_changes(text, revision)
 
 
-def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str) -> str:
+def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str, expect: Any = None) -> str:
     """polc's built-in diagnostics of a rollout, as the text the model reads (or the one
     sentence saying why they could not be computed).
 
@@ -408,8 +416,8 @@ def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path
         os.symlink(os.path.abspath(demo_path), os.path.join(tmp, "demo.parquet"))
         os.chdir(tmp)
         try:  # the model can run no command: what does not fit is left out, not pointed at
-            return builtin_report(program, "trace.parquet", params=fitted.params,
-                                  demo="demo.parquet").text(elsewhere=None)
+            return builtin_report(program, "trace.parquet", params=fitted.params, demo="demo.parquet",
+                                  expect=expect).text(elsewhere=None)
         except DiagnosticsError as e:
             return f"The built-in diagnostics could not be computed: {e}"
         finally:
