@@ -76,6 +76,11 @@ def _format_column(values: np.ndarray, digits: int) -> list[list[str]]:
     return [[f"{v:.{digits}g}" for v in row] for row in values.astype(np.float64)]
 
 
+def column_list(columns: dict) -> str:
+    """`episode`, `step`, `obs.hand` (real[3]), ...: a table's columns with their shapes, on one line."""
+    return ", ".join(f"`{name}`" + (f" (real{_dims(c.shape)})" if c.shape else "") for name, c in columns.items())
+
+
 def array_example(columns: dict) -> str:
     """How to turn the trace's first array column into an array, as the analysis request
     shows it: `np.stack(df["obs.tiles"].to_numpy()).reshape(-1, 12, 4)`."""

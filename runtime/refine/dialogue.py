@@ -30,6 +30,23 @@ LAST_ROUND = ("\nThis is the last round: a revision will still be fitted and eva
               "see its results.\n")
 
 
+def moved_weights(fitted: dict, declared: Any) -> str:
+    """`k_look = 0.1863 (declared 0.1), k_gas = 4 (unmoved)`: each fitted weight (4 significant
+    digits) beside its declared initial value, so the prompt shows how far the fit moved it."""
+    init = {w.name: w.init for w in declared}
+    parts = []
+    for name, value in fitted.items():
+        now = fmt_weights({name: value})
+        before = fmt_weights({name: _listed(init[name])}) if name in init else None
+        same = before is not None and before.split(" = ", 1)[1] == now.split(" = ", 1)[1]
+        parts.append(now if before is None else f"{now} ({'unmoved' if same else 'declared ' + before.split(' = ', 1)[1]})")
+    return ", ".join(parts)
+
+
+def _listed(v: Any) -> Any:
+    return [_listed(x) for x in v] if isinstance(v, (tuple, list)) else float(v)
+
+
 def prior_text(priors: dict, rows: int) -> str:
     """What held the weights besides the demonstration, and how strongly ('' when nothing did):
     the declared priors, and the pull of the weights without one toward their declared values."""
@@ -38,12 +55,13 @@ def prior_text(priors: dict, rows: int) -> str:
         return ""
     parts = []
     if declared:
-        parts.append("declared priors " + ", ".join(f"{k} ~ {v}" for k, v in declared.items()))
+        parts.append("the declared priors " + ", ".join(f"{k} ~ {v}" for k, v in declared.items()))
     if pulled and scale:
-        parts.append(f"the weights without a prior ({', '.join(pulled)}) were held near their declared values "
-                     f"by a normal prior of std {scale:g} on their unconstrained value (for a weight `>= a` or "
-                     f"`<= b`, on log |w - bound|: a factor of about {math.exp(scale):.3g} per std)")
-    return (f"Besides the demonstration's {rows} training rows, the fit weighed {'; '.join(parts)}. Each prior "
+        parts.append(f"a normal prior of std {scale:g} on the unconstrained value of each weight without one "
+                     f"({', '.join(pulled)}), which holds it near its declared value (for a weight `>= a` or "
+                     f"`<= b` the unconstrained value is log |w - bound|: a factor of about {math.exp(scale):.3g} "
+                     "per std)")
+    return (f"Besides the demonstration's {rows} training rows, the fit weighed {'; and '.join(parts)}. Each prior "
             "counts about as much as one more row: it decides a weight only where the rows say little about it.\n")
 
 
@@ -65,7 +83,9 @@ class Dialogue:
         if mode == "analysis":
             request = templates.render("analysis-request", output_chars=self.s.output_chars,
                                        cpu_seconds=self.s.analysis_cpu_seconds,
-                                       array_example=context.array_example(self._trace().columns))
+                                       array_example=context.array_example(self._trace().columns),
+                                       demo_rows=self.loop.demo.num_rows,
+                                       demo_columns=context.column_list(self.loop.demo.columns))
             messages = [system, Message("user", head + "\n" + self._rollout_text() + "\n" + request)]
             self.loop.ui.phase(self.k, "LLM: writing analysis code")
             code, messages = ask(self.call, messages, replies.parse_analysis, "analysis code",
@@ -134,7 +154,7 @@ class Dialogue:
         t = time.monotonic()
         result = run_analysis(code, self.d / "trace.parquet",
                               Limits(cpu_seconds=self.s.analysis_cpu_seconds,
-                                     wall_seconds=self.s.analysis_wall_seconds))
+                                     wall_seconds=self.s.analysis_wall_seconds), demo=self.loop.task.demo)
         self.loop._timed(self.m, "sandbox", t)
         output = result.output
         if len(output) > self.s.feedback_chars:
@@ -154,7 +174,8 @@ class Dialogue:
     def _round_text(self) -> str:
         f = self.fitted.info
         fit = (f"Fitted to the demonstration ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
-               f"validation loss {f['val_loss']:.4g}. Fitted weights: {fmt_weights(self.fitted.weights)}.\n"
+               f"validation loss {f['val_loss']:.4g}. Fitted weights, each with its declared value where the fit "
+               f"moved it: {moved_weights(self.fitted.weights, self.program.typed.weights)}.\n"
                + prior_text(f.get("priors") or {}, f["rows_train"]))
         outside = self._outside_ranges()
         if outside:
