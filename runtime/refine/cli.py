@@ -81,7 +81,8 @@ def _new_run(args: argparse.Namespace):
     task = load_task(args.task, args.env)
     try:
         settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
-                            eval_episodes=args.eval_episodes, candidates=args.candidates, seed=args.seed,
+                            eval_episodes=args.eval_episodes, validation_episodes=args.validation_episodes,
+                            candidates=args.candidates, seed=args.seed,
                             **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}),
                             **({} if args.max_reply_chars is None else {"max_reply_chars": args.max_reply_chars}))
     except ValueError as e:
@@ -527,6 +528,9 @@ def register(sub: Any) -> None:
     c.add_argument("--quick", action="store_true", help="2 rounds, episodes cut at 300 steps (a shorter limit of the environment kept), 3 eval seeds, a short fit")
     c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
+    c.add_argument("--validation-episodes", type=int, default=0, metavar="N",
+                   help="untraced episodes per round on N validation seeds (neither the traced training seeds nor "
+                        "the evaluation's); the model is told their mean, spread and worst two (counted as resets)")
     c.add_argument("--env", help="environment name (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     c.add_argument("--quiet-scores", action="store_true",

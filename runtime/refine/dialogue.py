@@ -30,6 +30,20 @@ LAST_ROUND = ("\nThis is the last round: a revision will still be fitted and eva
               "see its results.\n")
 
 
+def validation_text(val: dict, metric: Any, instance: str) -> str:
+    """The validation episodes' score as the rollout section states it: mean ± std and the
+    worst two, on seeds that are neither the traced training ones nor the final evaluation's."""
+    from .scores import number, score_text
+
+    values = val.get("scores") or val["returns"]
+    order = sorted(range(len(values)), key=lambda i: values[i], reverse=not metric.higher_is_better)
+    unit = f" {metric.unit}" if metric.unit else ""
+    worst = ", ".join(f"{number(values[i], metric)}{unit} on seed {val['seeds'][i]}" for i in order[:2])
+    return (f"On {len(values)} validation {instance}(s) (seeds {', '.join(map(str, val['seeds']))}: untraced, neither "
+            f"the training {instance}s above nor the final evaluation's) the fitted policy scores "
+            f"{score_text(val['mean'], val['std'], metric)}; worst: {worst}")
+
+
 def moved_weights(fitted: dict, declared: Any) -> str:
     """`k_look = 0.1863 (declared 0.1), k_gas = 4 (unmoved)`: each fitted weight (4 significant
     digits) beside its declared initial value, so the prompt shows how far the fit moved it."""
@@ -207,6 +221,8 @@ class Dialogue:
                                        self.m.get("rollout_scores"), self.loop.metric)
         if self.m.get("declared_scores") is not None:
             returns += ". " + self._closed_loop_text()
+        if self.m.get("validation"):
+            returns += ". " + validation_text(self.m["validation"], self.loop.metric, self.loop.task.instance)
         return templates.render("rollout", episodes=len(self.loop.seeds), instance=self.loop.task.instance,
                                 seeds=", ".join(map(str, self.loop.seeds)), max_steps=self.loop.spec.max_steps,
                                 returns=returns, schema=context.trace_schema(self._trace().columns))

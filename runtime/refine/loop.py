@@ -46,8 +46,8 @@ from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected
 from .budget import Budget, Meter, spent_in
 from .rundir import WAITING, RunDir, write_json
 from .scripted import TOKEN_ESTIMATE, Choice, WaitingForReply, open_backend
-from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_returns,
-                   fit_program, metric_of, rollout_seeds, traced_rollout)
+from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_on,
+                   evaluate_returns, fit_program, metric_of, rollout_seeds, traced_rollout, validation_seeds)
 
 
 
@@ -158,6 +158,8 @@ class Loop:
         if partial:
             ui.notice(partial + "; every round is fitted to those episodes")
         self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
+        self.validation = validation_seeds(self.spec, self.demo.metadata.get("seeds", []), self.seeds,
+                                           settings.validation_episodes)
         self.history = [run.metrics(k) for k in run.complete_rounds()]
         self.calls = sum(m["llm"]["calls"] for m in self.history)
         # `backend` replaces the one `choice` names (tests); it must already be at request `calls`.
@@ -366,6 +368,13 @@ class Loop:
             declared = declared_scores(fitted, self.spec, self.seeds, s)
             self._timed(m, "rollout", t)
             m.update(declared_scores=scores.rounded(declared, self.metric), resets=2 * len(self.seeds))
+        if shown and self.validation:  # scores the model is told: how the policy does beyond its two tracks
+            self.ui.phase(k, f"validation: {len(self.validation)} untraced episode(s)")
+            t = time.monotonic()
+            val = evaluate_on(fitted, self.spec, self.validation, s)
+            self._timed(m, "validation", t)
+            m["validation"] = scores.eval_json(val, self.metric)
+            m["resets"] += len(self.validation)
         self.ui.phase(k, f"evaluating on {s.eval_episodes} unseen seed(s)")
         t = time.monotonic()
         ev = evaluate_returns(fitted, self.spec, s)
@@ -436,7 +445,7 @@ def write_seeds(run: RunDir, loop: "Loop") -> None:
         "seed": s.seed,
         "fit": {"seed": s.seed, "restarts": s.restarts, "split": f"numpy default_rng({s.seed})",
                 "restart_keys": f"jax.random.fold_in(PRNGKey({s.seed}), restart)"},
-        "rollout": list(loop.seeds), "eval": [int(x) for x in eval_seeds(loop.spec, s.eval_episodes)],
+        "rollout": list(loop.seeds), "validation": list(loop.validation), "eval": [int(x) for x in eval_seeds(loop.spec, s.eval_episodes)],
         "declared_weights_key": "jax.random.PRNGKey(0)",
         "candidate_order": {str(m["round"]): m["candidates"]["order"] for m in loop.history
                             if isinstance(m.get("candidates"), dict)},
