@@ -75,3 +75,13 @@ def test_polc_refine_takes_quiet_scores():
     register(parser.add_subparsers(dest="command"))
     assert parser.parse_args(["refine", "examples/door", "--quiet-scores"]).quiet_scores is True
     assert parser.parse_args(["refine", "examples/door"]).quiet_scores is False
+
+
+def test_the_html_report_shows_the_success_rate_in_its_table_and_each_rounds_numbers():
+    from polc.runtime.report.run import _numbers, _table
+
+    history = [door_round(0, 0.5444, [False] * 10), door_round(1, 0.0223, [True] * 10)]
+    run = SimpleNamespace(rounds=[SimpleNamespace(metrics=m) for m in history], metric=RETURN)
+    table = _table(run)
+    assert "success rate" in table and "1.00 (10 of 10)" in table and "0.00 (0 of 10)" in table
+    assert ", success 1.00 (10 of 10)" in _numbers(SimpleNamespace(metrics=history[1]), RETURN)
