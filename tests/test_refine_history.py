@@ -83,3 +83,8 @@ def test_another_metric_says_its_name_and_direction_and_none_mode_shows_no_score
            "lower is better.\n" in text
     quiet = history(rounds, "none", door, "door")
     assert "Mean" not in quiet and "0.5" not in quiet and "  - removed weight k_old\n" in quiet
+
+
+def test_a_new_policy_name_is_a_rename():
+    assert structure_changes(BEFORE, BEFORE.replace("policy car", "policy car2")) == \
+        ["renamed the policy car -> car2"]

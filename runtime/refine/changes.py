@@ -42,6 +42,9 @@ def _declarations(text: str) -> dict[tuple[str, str], str]:
         kind = KINDS.get(type(d))
         if kind is None:
             continue
+        if kind == "policy":  # one per program: a new name is a rename, not a removal and an addition
+            out[("policy", "")] = d.name
+            continue
         code = _text(lines, d.span)
         out[(kind, code if kind == "expect" else d.name)] = code
     return out
@@ -55,6 +58,10 @@ def structure_changes(before: str, after: str) -> list[str]:
     for key in sorted(old.keys() | new.keys(), key=lambda k: (ORDER.index(k[0]), k[1])):
         kind, name = key
         what = kind if kind == "expect" else f"{kind} {name}"
+        if kind == "policy":
+            if old.get(key) != new.get(key):
+                lines.append(f"renamed the policy {old.get(key)} -> {new.get(key)}")
+            continue
         if key not in new:
             lines.append(f"removed {what}" + (f": `{old[key]}`" if kind == "expect" else ""))
         elif key not in old:
