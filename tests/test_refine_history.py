@@ -88,3 +88,8 @@ def test_another_metric_says_its_name_and_direction_and_none_mode_shows_no_score
 def test_a_new_policy_name_is_a_rename():
     assert structure_changes(BEFORE, BEFORE.replace("policy car", "policy car2")) == \
         ["renamed the policy car -> car2"]
+
+
+def test_a_hash_inside_a_doc_string_is_not_a_comment():
+    after = BEFORE.replace('"speed error"', '"speed error (# of m/s)"  # a comment')
+    assert structure_changes(BEFORE, after) == []

@@ -24,12 +24,23 @@ ORDER = ("obs", "const", "weight", "latent", "action", "expect", "policy")
 MAX_LINES = 10  # the history stays a few lines a round
 
 
+def _without_comment(line: str) -> str:
+    """The line up to a `#` that is not inside a string literal."""
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"' and (i == 0 or line[i - 1] != "\\"):
+            quoted = not quoted
+        elif ch == "#" and not quoted:
+            return line[:i]
+    return line
+
+
 def _text(source_lines: list[str], span: Any) -> str:
     """The declaration's source text on one line, without comments or its doc string."""
     lines = source_lines[span.line - 1:span.end_line]
     lines[-1] = lines[-1][:span.end_column - 1]
     lines[0] = lines[0][span.column - 1:]
-    code = " ".join(re.sub(r"#.*$", "", ln) for ln in lines)
+    code = " ".join(_without_comment(ln) for ln in lines)
     code = re.sub(r'\s*"(?:[^"\\]|\\.)*"\s*$', "", code.strip())  # the doc string ends a declaration
     return re.sub(r"\s+", " ", code).strip()
 
