@@ -85,3 +85,16 @@ def test_the_html_report_shows_the_success_rate_in_its_table_and_each_rounds_num
     table = _table(run)
     assert "success rate" in table and "1.00 (10 of 10)" in table and "0.00 (0 of 10)" in table
     assert ", success 1.00 (10 of 10)" in _numbers(SimpleNamespace(metrics=history[1]), RETURN)
+
+
+def test_the_prompts_per_seed_scores_carry_the_envs_success_flags():
+    door = SimpleNamespace(is_return=False, name="min handle-to-target distance", unit="m",
+                           direction="lower is better")
+    text = scores.per_seed_text([1, 2], [761.6, 1505.0], [0.5423, 0.0223], door, [False, True])
+    assert text == ("min handle-to-target distance 0.5423 m on seed 1, 0.0223 m on seed 2 (lower is better; "
+                    "returns 761.6, 1505.0; the environment reports success on seed 2 only)")
+    assert scores.per_seed_text([1, 2], [1.0, 2.0], [0.1, 0.1], door, [True, True]).endswith(
+        "; the environment reports success on every seed)")
+    assert scores.per_seed_text([1], [900.0], None, RETURN, [False]) == \
+        "return 900.0 on seed 1 (the environment reports success on no seed)"
+    assert "success" not in scores.per_seed_text([1], [900.0], None, RETURN)

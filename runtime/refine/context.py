@@ -91,13 +91,13 @@ def array_example(columns: dict) -> str:
 
 
 def returns_text(seeds: Sequence[int], returns: Sequence[float], scores: Optional[Sequence[float]] = None,
-                 metric: Any = None) -> str:
+                 metric: Any = None, successes: Optional[Sequence[bool]] = None) -> str:
     """`return 938.1 on seed 1, 255.0 on seed 2`; with another metric its value per seed first
     (`min handle-to-target distance 0.5412 m on seed 1, ... (lower is better; returns ...)`)."""
     from ..envs.metric import RETURN
     from .scores import per_seed_text
 
-    return per_seed_text(seeds, returns, scores, metric or RETURN)
+    return per_seed_text(seeds, returns, scores, metric or RETURN, successes)
 
 
 def _mean_score(m: dict) -> Optional[float]:
@@ -123,7 +123,8 @@ def history(previous: Sequence[dict], feedback: str, metric: Any = None, instanc
         line = f"- Round {m['round']}: structure \"{m['policy_name']}\""
         scored = feedback != "none" and bool(m.get("rollout_returns"))
         if scored:
-            shown = returns_text(m["rollout_seeds"], m["rollout_returns"], m.get("rollout_scores"), metric)
+            shown = returns_text(m["rollout_seeds"], m["rollout_returns"], m.get("rollout_scores"), metric,
+                                 m.get("rollout_successes"))
             line += f", {shown} on the training {instance}(s)"
         move = m.get("move") or {}
         if move.get("kind"):

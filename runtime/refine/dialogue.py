@@ -218,7 +218,8 @@ class Dialogue:
 
     def _rollout_text(self) -> str:
         returns = context.returns_text(self.m["rollout_seeds"], self.m["rollout_returns"],
-                                       self.m.get("rollout_scores"), self.loop.metric)
+                                       self.m.get("rollout_scores"), self.loop.metric,
+                                       self.m.get("rollout_successes"))
         if self.m.get("declared_scores") is not None:
             returns += ". " + self._closed_loop_text()
         if self.m.get("validation"):

@@ -362,6 +362,8 @@ class Loop:
         shown = not final and s.feedback != "none"
         m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in traced.returns],
                  rollout_scores=scores.rounded(traced.scores, self.metric), resets=len(self.seeds) if shown else 0)
+        if traced.successes is not None:
+            m["rollout_successes"] = traced.successes
         if shown:  # the same tracks with the declared weights: did fitting help? (the model is told)
             self.ui.phase(k, f"closed loop: the declared weights on the {len(self.seeds)} training seed(s)")
             t = time.monotonic()

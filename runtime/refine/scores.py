@@ -49,15 +49,27 @@ def score_text(mean: float, std: float, metric: Any) -> str:
 
 
 def per_seed_text(seeds: Sequence[int], returns: Sequence[float], scores: Optional[Sequence[float]],
-                  metric: Any) -> str:
+                  metric: Any, successes: Optional[Sequence[bool]] = None) -> str:
     """Each traced episode's score: `return 938.1 on seed 1, 255.0 on seed 2`, or
     `min handle-to-target distance 0.5412 m on seed 1, 0.1021 m on seed 2 (lower is better;
-    returns 3.2, 480.1)`."""
+    returns 3.2, 480.1)`; with the env's success flags, `...; success on seed 2 only)`."""
     if metric.is_return or scores is None:
-        return "return " + ", ".join(f"{r:.1f} on seed {s}" for s, r in zip(seeds, returns))
+        text = "return " + ", ".join(f"{r:.1f} on seed {s}" for s, r in zip(seeds, returns))
+        return text + (f" ({_successes(seeds, successes)})" if successes is not None else "")
     values = ", ".join(f"{number(v, metric)}{_unit(metric)} on seed {s}" for s, v in zip(seeds, scores))
     return (f"{metric.name} {values} ({metric.direction}; "
-            f"return{'s' if len(returns) > 1 else ''} {', '.join(f'{r:.1f}' for r in returns)})")
+            f"return{'s' if len(returns) > 1 else ''} {', '.join(f'{r:.1f}' for r in returns)}"
+            + (f"; {_successes(seeds, successes)}" if successes is not None else "") + ")")
+
+
+def _successes(seeds: Sequence[int], successes: Sequence[bool]) -> str:
+    """`success on every seed`, `success on no seed`, or `success on seed 2 only`."""
+    won = [str(s) for s, ok in zip(seeds, successes) if ok]
+    if len(won) == len(seeds):
+        return "the environment reports success on every seed"
+    if not won:
+        return "the environment reports success on no seed"
+    return f"the environment reports success on seed{'s' if len(won) > 1 else ''} {', '.join(won)} only"
 
 
 def column(metric: Any) -> str:

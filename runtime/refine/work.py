@@ -225,6 +225,7 @@ def metric_of(spec: Any):
 class Traced(NamedTuple):
     returns: list[float]  # per traced episode, in seed order
     scores: list[float]   # the environment's metric per traced episode (the returns for the return)
+    successes: Optional[list[bool]] = None  # the env's success flag per episode, where it reports one
 
 
 def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, meta: dict,
@@ -243,15 +244,23 @@ def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, m
         scores[ep.index] = metric.of_episode(ep.columns)
         writer.write_episode(ep.columns)
 
+    from dataclasses import replace as _replace
+
+    from ..trace.evaluate import SuccessLog
+
+    key = getattr(spec, "success", None)
+    log = SuccessLog(spec, key) if key else None  # the door's flag is read in this process
+    config = rollout_config(settings, len(seeds), trace=True)
     writer = TableWriter(path, TraceLayout(fitted.policy.program, spec.schema).columns(), meta)
     try:
-        result = rollout(fitted.policy, fitted.params, spec, seeds,
-                         rollout_config(settings, len(seeds), trace=True), done)
+        result = rollout(fitted.policy, fitted.params, spec if log is None else log, seeds,
+                         config if log is None else _replace(config, asynchronous=False), done)
     except BaseException:
         writer.abort()
         raise
     writer.close()
-    return Traced([float(r) for r in result.returns], [float(v) for v in scores])
+    return Traced([float(r) for r in result.returns], [float(v) for v in scores],
+                  None if log is None else [bool(x) for x in log.of(seeds)])
 
 
 def declared_scores(fitted: Fitted, spec: Any, seeds: Sequence[int], settings: Settings) -> list[float]:
