@@ -180,9 +180,10 @@ def table_without_wall_time(run: Path) -> list[list[str]]:
     """The run's refinement table (summary.json's rounds, as `polc refine` prints them) without
     its wall-time column, the one thing two runs of the same replies differ in."""
     from polc.runtime.refine.report import columns, priced, rows
+    from polc.runtime.refine.scores import success_column
 
     history = json.loads((run / "summary.json").read_text())["rounds"]
-    wall = columns(cost=priced(history)).index("wall time")
+    wall = columns(cost=priced(history), success=success_column(history)).index("wall time")
     return [r[:wall] + r[wall + 1:] for r in rows(history)]
 
 

@@ -261,6 +261,15 @@ def test_text_leads_with_the_problems_and_stays_short(tiny):
     assert len(short) <= 1300 and "not shown" in short and "Problems:" in short
 
 
+def test_a_prompts_text_leaves_out_what_does_not_fit_without_pointing_at_a_command(tiny):
+    """The refinement loop's model can run no command: `elsewhere=None` drops the pointer."""
+    df = frame(tiny.typed, states(), {"k": 0.004, "g": -0.5, "c": 0.5})
+    df.loc[5:9, "mean.a"] += 0.3
+    short = builtin_report(tiny, df).text(budget=1200, elsewhere=None)
+    assert len(short) <= 1300 and "Problems:" in short
+    assert "not shown" not in short and "polc analyze" not in short and "--json" not in short
+
+
 def test_a_trace_of_another_policy_or_a_demonstration_is_an_error(tiny):
     df = frame(tiny.typed, states())
     with pytest.raises(DiagnosticsError, match=r"^The trace <DataFrame> does not belong to policy tiny: it has no "

@@ -77,6 +77,17 @@ def test_a_normal_analysis_prints_its_statistics(trace):
     assert result.output.splitlines() == ["50 rows", "mean speed 0.49", "gas on 25", "scratch ok"]
 
 
+def test_analyze_with_two_arguments_gets_the_demonstration_and_one_argument_does_not(trace, tmp_path):
+    """Issue 37, item 7: the demonstration offered to analysis code as its own DataFrame."""
+    demo = tmp_path / "demo.parquet"
+    pq.write_table(pa.table({"step": list(range(7)), "speed": [1.0] * 7}), demo)
+    both = "def analyze(df, demo):\n    print(len(df), 'rollout rows,', len(demo), 'demonstration rows')\n"
+    result = run_analysis(both, trace, LIMITS, demo=demo)
+    assert result.ok and result.output.splitlines() == ["50 rollout rows, 7 demonstration rows"]
+    result = run_analysis(NORMAL, trace, LIMITS, demo=demo)
+    assert result.ok and result.output.splitlines()[0] == "50 rows"
+
+
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_infinite_loop_is_stopped_by_the_cpu_limit(trace):
     result = run("def analyze(df):\n    while True:\n        pass\n", trace)

@@ -53,10 +53,10 @@ def anchors(name: str) -> list[str]:
 def history_pattern(instance: str) -> re.Pattern:
     """One line of `context.history` as today's code writes it, its values free."""
     line = context.history([{"round": 7, "policy_name": "NAME", "rollout_seeds": [1], "rollout_returns": [1.0],
-                             "move": {"kind": "KIND", "summary": "SUMMARY"}}], "analysis", None, instance)
+                             "move": {"kind": "KIND"}}], "analysis", None, instance)
     text = re.escape(line.splitlines()[1])
     for literal, free in (("7", r"\d+"), ("NAME", r'[^"]*'), (re.escape("return 1.0 on seed 1"), ".*?"),
-                          ("KIND", "[A-Z]+"), ("SUMMARY", ".*")):
+                          ("KIND", r"[A-Z]+(?: \(after \d+ TEST move\(s\)\))?")):
         text = text.replace(literal, free, 1)
     return re.compile(text)
 
@@ -109,3 +109,15 @@ def test_the_replies_are_the_recorded_ones_and_their_programs_are_formatted(sess
         assert r["reply"] == written, f"{replies}/{r['index']:03d}.md differs from the recording: " + how_to_see(task)
         for block in re.findall(r"```pol\n(.*?)```", written, re.DOTALL):
             assert format_text(block) == block, f"{replies}/{r['index']:03d}.md: a program not as `polc fmt` writes it"
+
+
+# What a prompt must never send the model to: a command it cannot run, or text it is not shown.
+UNREACHABLE = ("polc analyze", "--json", "not shown", "docs/")
+
+
+def test_no_recorded_prompt_points_at_what_the_model_cannot_see(session):
+    task, records = session
+    for r in records:
+        sent = r["messages"][-1]["text"]
+        for phrase in UNREACHABLE:
+            assert phrase not in sent, f"request {r['index'] + 1} of {task} says {phrase!r}: " + how_to_see(task)

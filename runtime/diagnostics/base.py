@@ -16,7 +16,8 @@ import numpy as np
 from polc.typed import TypedProgram
 
 SEVERITIES = ("error", "warning", "info", "ok")
-CHECKS = ("trace", "weights", "signs", "intents", "reconstruction", "obs_range", "branches", "latents", "echo", "demo")
+CHECKS = ("trace", "weights", "signs", "intents", "reconstruction", "obs_range", "branches", "latents", "echo", "demo",
+          "task")
 TEXT_BUDGET = 4000  # characters of Report.text()
 
 

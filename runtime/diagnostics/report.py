@@ -23,6 +23,9 @@ No LLM and no JAX: everything is recomputed with the NumPy reference interpreter
                     (the schema's `echoes`, W0509): how far setting it to 0 moves the action,
                     beside the action's mean magnitude (`echoes`; default: the trace's env's)
     demo            the policy's actions against the demonstration's at matched states
+    task            what the task declares (task.md's `constant:` and `moves:`): names it
+                    requires constant pass instead of warning; an action on a bound of its
+                    range while the observation it moves does not follow (see task.py)
 
 Intents on the data. For `expect T decreasing in V` the partial effect of V on T is
 measured at every logged state with the reference interpreter: the graph is cut at V
@@ -63,7 +66,8 @@ from .base import CHECKS, SEVERITIES, TEXT_BUDGET, DiagnosticsError, Finding, _j
     verify_trace_of
 from .demo import check_demo
 from .echo import check_echo, echoes_of
-from .text import render
+from .task import Expectations, check_blocked, expected_constants
+from .text import ELSEWHERE, render
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,11 @@ class Report:
         return {"header": self.header, "counts": self.counts(),
                 "findings": [f.to_json() for f in self.findings], "data": _jsonable(self.data)}
 
-    def text(self, budget: int = TEXT_BUDGET) -> str:
-        """Plain text, problems first, grouped by check; about `budget` characters at most."""
-        return render(self, budget)
+    def text(self, budget: int = TEXT_BUDGET, elsewhere: Optional[str] = ELSEWHERE) -> str:
+        """Plain text, problems first, grouped by check; about `budget` characters at most.
+        The findings that do not fit are counted and `elsewhere` says where to read them;
+        `elsewhere=None` leaves them out unmentioned (a prompt: its reader runs no command)."""
+        return render(self, budget, elsewhere)
 
 
 # ---- the report -----------------------------------------------------------------------------
@@ -107,8 +113,11 @@ def _typed(program: Any) -> TypedProgram:
 
 
 def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = None,
-                   echoes: Optional[Mapping[str, Sequence[str]]] = None) -> Report:
+                   echoes: Optional[Mapping[str, Sequence[str]]] = None,
+                   expect: Optional[Expectations] = None) -> Report:
     """Run every built-in check on a rollout trace of `program` (see the module docstring).
+    `expect`: what the task declares (`polc.runtime.diagnostics.task`): the names it requires
+    constant, and which observation each action moves (the blocked-push check).
 
     Raises `DiagnosticsError` (one sentence) when the trace cannot be read or is not a
     trace of this program, or the params or demonstration do not fit it."""
@@ -137,6 +146,8 @@ def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = Non
         findings += out.findings
         tables += out.tables
         data.update(out.data)
+    if expect:
+        findings = expected_constants(findings, expect) + check_blocked(ctx, expect)
     n_ep = len(np.unique(steps.episode))
     header = (f"Diagnostics of policy {tp.name} on {steps.name}: {n_ep} episode{'s' if n_ep != 1 else ''}, "
               f"{steps.rows} steps; weights from {p.source}"

@@ -81,7 +81,8 @@ def _new_run(args: argparse.Namespace):
     task = load_task(args.task, args.env)
     try:
         settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
-                            eval_episodes=args.eval_episodes, candidates=args.candidates, seed=args.seed,
+                            eval_episodes=args.eval_episodes, validation_episodes=args.validation_episodes,
+                            candidates=args.candidates, seed=args.seed,
                             **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}),
                             **({} if args.max_reply_chars is None else {"max_reply_chars": args.max_reply_chars}))
     except ValueError as e:
@@ -332,7 +333,7 @@ def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice
     except (TaskError, LLMError) as e:
         return _fail(str(e))
     notice = scripted_notice(choice, str(task.dir)) if choice.scripted else None
-    ui = Progress(quiet=args.quiet)
+    ui = Progress(quiet=args.quiet, withhold_scores=args.quiet_scores)
     ui.say(f"polc refine: {'resuming ' if args.resume else ''}run {run.path} — task {task.dir}, model "
            f"{choice.spec}, feedback {settings.feedback}, up to {settings.rounds} rounds"
            + (" (quick: short episodes, few seeds)" if settings.quick else "")
@@ -355,14 +356,14 @@ def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice
               file=sys.stderr)
         return 130
     except BudgetExhausted as e:
-        return _budget_stop(run, loop, notice, task, e)
+        return _budget_stop(run, loop, notice, task, e, args.quiet_scores)
     except (LLMError, SandboxUnavailable, RoundEnd, TaskError, TableError, RunDirError, MetricError, OSError) as e:
         text = write_error_text(e) if isinstance(e, OSError) else f"polc: {e}"
         if text is None:  # not a full or read-only disk: a bug, for the CLI to report
             raise
         return _fail(f"{text[len('polc: '):]}\nThe run stopped in the round in progress; after fixing this, "
                      f"continue with `polc refine --resume {run.path}`.")
-    _finish(run, loop, notice, status, task)
+    _finish(run, loop, notice, status, task, args.quiet_scores)
     if loop.history and loop.history[-1].get("unusable_replies"):
         print(f"polc: the run ended early because the model's replies could not be used (exit "
               f"{EXIT_UNUSABLE}): {loop.history[-1]['end']}.", file=sys.stderr)
@@ -370,12 +371,12 @@ def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice
     return 0
 
 
-def _budget_stop(run: Any, loop: Any, notice: Any, task: Any, e: Any) -> int:
+def _budget_stop(run: Any, loop: Any, notice: Any, task: Any, e: Any, withhold_scores: bool = False) -> int:
     """A budget stopped the run before a call: the complete rounds are saved with their
     summary and table, run.json says which budget, and the message says how to continue."""
     run.update_config(budget_stop=e.to_json())
     status = f"stopped by its {'token' if e.which == 'tokens' else 'cost'} budget"
-    _finish(run, loop, notice, status, task)
+    _finish(run, loop, notice, status, task, withhold_scores)
     flag = "--max-tokens" if e.which == "tokens" else "--max-cost"
     saved = (f"The complete rounds are saved in {run.path} (the round in progress is redone)" if loop.history else
              f"No round was complete yet ({run.path} keeps the run's settings; its first round is redone)")
@@ -393,7 +394,7 @@ def _after_round(run: Any, loop: Any, notice: Any) -> None:
                    loop.metric)
 
 
-def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
+def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any, withhold_scores: bool = False) -> None:
     from ..io.table import read_table
     from .report import figure_latents, table_text, write_summary
 
@@ -408,7 +409,9 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any) -> None:
                               str(run.path / "latents.png"), task.latents or None)
         if made:
             figures.append(Path(made))
-    print(table_text(history, loop.metric))
+    print(table_text(history, loop.metric, withhold_scores))
+    if withhold_scores:
+        print(f"(unseen-seed scores withheld by --quiet-scores: they are in {run.path / 'summary.json'})")
     print(f"\nrun ended: {status}")
     kept = [m["round"] for m in history if (run.round_dir(m["round"]) / "policy.pol").is_file()]
     if kept:
@@ -544,8 +547,14 @@ def register(sub: Any) -> None:
     c.add_argument("--quick", action="store_true", help="2 rounds, episodes cut at 300 steps (a shorter limit of the environment kept), 3 eval seeds, a short fit")
     c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
-    c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header, else the folder name)")
+    c.add_argument("--validation-episodes", type=int, default=0, metavar="N",
+                   help="untraced episodes per round on N validation seeds (neither the traced training seeds nor "
+                        "the evaluation's); the model is told their mean, spread and worst two (counted as resets)")
+        c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    c.add_argument("--quiet-scores", action="store_true",
+                   help="print nothing the model may not see: no unseen-seed score or success rate on the console "
+                        "(for a blind --llm manual: session; summary.json keeps them)")
     c.add_argument("--max-tokens", metavar="N", help="stop before a call that would take the run past N tokens "
                                                      "(input + output; 400k, 1.5M)")
     c.add_argument("--max-cost", metavar="USD", help="stop before a call that would take the run past USD dollars "

@@ -76,6 +76,11 @@ def _format_column(values: np.ndarray, digits: int) -> list[list[str]]:
     return [[f"{v:.{digits}g}" for v in row] for row in values.astype(np.float64)]
 
 
+def column_list(columns: dict) -> str:
+    """`episode`, `step`, `obs.hand` (real[3]), ...: a table's columns with their shapes, on one line."""
+    return ", ".join(f"`{name}`" + (f" (real{_dims(c.shape)})" if c.shape else "") for name, c in columns.items())
+
+
 def array_example(columns: dict) -> str:
     """How to turn the trace's first array column into an array, as the analysis request
     shows it: `np.stack(df["obs.tiles"].to_numpy()).reshape(-1, 12, 4)`."""
@@ -86,31 +91,56 @@ def array_example(columns: dict) -> str:
 
 
 def returns_text(seeds: Sequence[int], returns: Sequence[float], scores: Optional[Sequence[float]] = None,
-                 metric: Any = None) -> str:
+                 metric: Any = None, successes: Optional[Sequence[bool]] = None) -> str:
     """`return 938.1 on seed 1, 255.0 on seed 2`; with another metric its value per seed first
     (`min handle-to-target distance 0.5412 m on seed 1, ... (lower is better; returns ...)`)."""
     from ..envs.metric import RETURN
     from .scores import per_seed_text
 
-    return per_seed_text(seeds, returns, scores, metric or RETURN)
+    return per_seed_text(seeds, returns, scores, metric or RETURN, successes)
 
 
-def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "seed") -> str:
-    """The earlier rounds of this run, one line each: the score of each traced episode on the
-    training seeds (not in the `none` mode, which gives no execution feedback), the move,
-    and the model's own reason."""
+def _mean_score(m: dict) -> Optional[float]:
+    """The mean of a round's traced episodes' scores (the metric's; the returns for the return)."""
+    values = m.get("rollout_scores") or m.get("rollout_returns")
+    return float(np.mean(values)) if values else None
+
+
+def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "seed",
+            current: Optional[dict] = None) -> str:
+    """The earlier rounds of this run, a few lines each: the score of each traced episode on the
+    training seeds (not in the `none` mode, which gives no execution feedback), the move, what
+    the revision changed (declarations added, changed, removed), and the mean score before and
+    after it (after: the next round's, or `current`'s, the round being asked about)."""
+    from ..envs.metric import RETURN
+    from .scores import number
+
+    metric = metric or RETURN
     if not previous:
         return "This is the first round.\n"
     lines = ["Earlier rounds of this run:"]
-    for m in previous:
+    for i, m in enumerate(previous):
         line = f"- Round {m['round']}: structure \"{m['policy_name']}\""
-        if feedback != "none" and m.get("rollout_returns"):
-            shown = returns_text(m["rollout_seeds"], m["rollout_returns"], m.get("rollout_scores"), metric)
+        scored = feedback != "none" and bool(m.get("rollout_returns"))
+        if scored:
+            shown = returns_text(m["rollout_seeds"], m["rollout_returns"], m.get("rollout_scores"), metric,
+                                 m.get("rollout_successes"))
             line += f", {shown} on the training {instance}(s)"
         move = m.get("move") or {}
         if move.get("kind"):
             line += f"; your move: {move['kind']}"
-            if move.get("summary"):
-                line += f" ({move['summary']})"
+            if m.get("tests"):
+                line += f" (after {m['tests']} TEST move(s))"
         lines.append(line + ".")
+        changes = move.get("changes")
+        if changes is not None:
+            lines.append("  The revision " + ("changed nothing in the declarations." if not changes
+                                              else "changed:"))
+            lines += [f"  - {c}" for c in changes]
+        after = previous[i + 1] if i + 1 < len(previous) else current
+        if scored and move.get("kind") == "REVISE" and after is not None and _mean_score(after) is not None:
+            name = "return" if metric.is_return else metric.name
+            lines.append(f"  Mean {name} on the training {instance}(s): {number(_mean_score(m), metric)} before, "
+                         f"{number(_mean_score(after), metric)} after (round {after['round']})"
+                         + ("" if metric.is_return else f"; {metric.direction}") + ".")
     return "\n".join(lines) + "\n"

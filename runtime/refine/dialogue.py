@@ -12,6 +12,7 @@ checked text is saved as next.pol.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -22,9 +23,60 @@ from .work import Fitted, fmt_weights
 
 TEST_LINE = ("- TEST: you need more evidence before deciding. Say what you want to find out and give "
              "new analysis code (complete, defining analyze(df)) in one ```python block; it runs on the "
-             "same table and you see its output.\n")
+             "same table and you see its output. A TEST does not use up a round: this round goes on with "
+             "the same structure and rollout ({left} more TEST move(s) allowed in it after this one; then "
+             "REVISE or STOP).\n")
 LAST_ROUND = ("\nThis is the last round: a revision will still be fitted and evaluated, but you will not "
               "see its results.\n")
+
+
+def validation_text(val: dict, metric: Any, instance: str) -> str:
+    """The validation episodes' score as the rollout section states it: mean ± std and the
+    worst two, on seeds that are neither the traced training ones nor the final evaluation's."""
+    from .scores import number, score_text
+
+    values = val.get("scores") or val["returns"]
+    order = sorted(range(len(values)), key=lambda i: values[i], reverse=not metric.higher_is_better)
+    unit = f" {metric.unit}" if metric.unit else ""
+    worst = ", ".join(f"{number(values[i], metric)}{unit} on seed {val['seeds'][i]}" for i in order[:2])
+    return (f"On {len(values)} validation {instance}(s) (seeds {', '.join(map(str, val['seeds']))}: untraced, neither "
+            f"the training {instance}s above nor the final evaluation's) the fitted policy scores "
+            f"{score_text(val['mean'], val['std'], metric)}; worst: {worst}")
+
+
+def moved_weights(fitted: dict, declared: Any) -> str:
+    """`k_look = 0.1863 (declared 0.1), k_gas = 4 (unmoved)`: each fitted weight (4 significant
+    digits) beside its declared initial value, so the prompt shows how far the fit moved it."""
+    init = {w.name: w.init for w in declared}
+    parts = []
+    for name, value in fitted.items():
+        now = fmt_weights({name: value})
+        before = fmt_weights({name: _listed(init[name])}) if name in init else None
+        same = before is not None and before.split(" = ", 1)[1] == now.split(" = ", 1)[1]
+        parts.append(now if before is None else f"{now} ({'unmoved' if same else 'declared ' + before.split(' = ', 1)[1]})")
+    return ", ".join(parts)
+
+
+def _listed(v: Any) -> Any:
+    return [_listed(x) for x in v] if isinstance(v, (tuple, list)) else float(v)
+
+
+def prior_text(priors: dict, rows: int) -> str:
+    """What held the weights besides the demonstration, and how strongly ('' when nothing did):
+    the declared priors, and the pull of the weights without one toward their declared values."""
+    declared, pulled, scale = priors.get("declared") or {}, priors.get("pulled") or [], priors.get("prior_scale")
+    if not declared and not pulled:
+        return ""
+    parts = []
+    if declared:
+        parts.append("the declared priors " + ", ".join(f"{k} ~ {v}" for k, v in declared.items()))
+    if pulled and scale:
+        parts.append(f"a normal prior of std {scale:g} on the unconstrained value of each weight without one "
+                     f"({', '.join(pulled)}), which holds it near its declared value (for a weight `>= a` or "
+                     f"`<= b` the unconstrained value is log |w - bound|: a factor of about {math.exp(scale):.3g} "
+                     "per std)")
+    return (f"Besides the demonstration's {rows} training rows, the fit weighed {'; and '.join(parts)}. Each prior "
+            "counts about as much as one more row: it decides a weight only where the rows say little about it.\n")
 
 
 class Dialogue:
@@ -36,6 +88,7 @@ class Dialogue:
         self.s = loop.settings
         self.d = loop.run_dir.round_dir(k)
         self.tests = 0
+        self._tests_so_far = 0  # TEST moves made so far in this round (what the moves prompt counts)
 
     def run(self) -> replies.Move:
         mode = self.s.feedback
@@ -44,7 +97,9 @@ class Dialogue:
         if mode == "analysis":
             request = templates.render("analysis-request", output_chars=self.s.output_chars,
                                        cpu_seconds=self.s.analysis_cpu_seconds,
-                                       array_example=context.array_example(self._trace().columns))
+                                       array_example=context.array_example(self._trace().columns),
+                                       demo_rows=self.loop.demo.num_rows,
+                                       demo_columns=context.column_list(self.loop.demo.columns))
             messages = [system, Message("user", head + "\n" + self._rollout_text() + "\n" + request)]
             self.loop.ui.phase(self.k, "LLM: writing analysis code")
             code, messages = ask(self.call, messages, replies.parse_analysis, "analysis code",
@@ -68,6 +123,7 @@ class Dialogue:
         """Run the analysis, send its output, get a move; a TEST move starts over with new code."""
         n = 1
         while True:
+            self._tests_so_far = n - 1
             output, status = self._run_analysis(code, n)
             allow_test = n - 1 < self.s.max_tests  # n - 1 TEST moves so far
             feedback = templates.render("feedback", analysis_status=status, analysis_output=output,
@@ -112,12 +168,13 @@ class Dialogue:
         t = time.monotonic()
         result = run_analysis(code, self.d / "trace.parquet",
                               Limits(cpu_seconds=self.s.analysis_cpu_seconds,
-                                     wall_seconds=self.s.analysis_wall_seconds))
+                                     wall_seconds=self.s.analysis_wall_seconds), demo=self.loop.task.demo)
         self.loop._timed(self.m, "sandbox", t)
         output = result.output
         if len(output) > self.s.feedback_chars:
-            output = (output[:self.s.feedback_chars]
-                      + f"\n[... {len(output) - self.s.feedback_chars} more characters not shown ...]")
+            output = (output[:self.s.feedback_chars]  # the model's own output: say where and why it was cut
+                      + f"\n[cut here: your analysis printed {len(output)} characters, the limit is "
+                        f"{self.s.feedback_chars}; print less]")
         status = ("It ran without errors." if result.ok  # no timing: a prompt must not vary from run to run
                   else f"It failed: {result.error} Its output up to that point:")
         self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.txt",
@@ -131,7 +188,9 @@ class Dialogue:
     def _round_text(self) -> str:
         f = self.fitted.info
         fit = (f"Fitted to the demonstration ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
-               f"validation loss {f['val_loss']:.4g}. Fitted weights: {fmt_weights(self.fitted.weights)}.\n")
+               f"validation loss {f['val_loss']:.4g}. Fitted weights, each with its declared value where the fit "
+               f"moved it: {moved_weights(self.fitted.weights, self.program.typed.weights)}.\n"
+               + prior_text(f.get("priors") or {}, f["rows_train"]))
         outside = self._outside_ranges()
         if outside:
             fit += f"\n{outside}\nThe fit used every row as it is.\n"
@@ -142,7 +201,7 @@ class Dialogue:
             fit += f"\n`polc check` warnings:\n```text\n{render_all(warnings, self.text).rstrip()}\n```\n"
         return templates.render("round", task=self.loop.task.text.rstrip(), round=self.k, last=self.s.rounds - 1,
                                 history=context.history(self.loop.history, self.s.feedback, self.loop.metric,
-                                                        self.loop.task.instance),
+                                                        self.loop.task.instance, current=self.m),
                                 pol=self.text.rstrip(), fit=fit)
 
     def _outside_ranges(self) -> str:
@@ -159,9 +218,12 @@ class Dialogue:
 
     def _rollout_text(self) -> str:
         returns = context.returns_text(self.m["rollout_seeds"], self.m["rollout_returns"],
-                                       self.m.get("rollout_scores"), self.loop.metric)
+                                       self.m.get("rollout_scores"), self.loop.metric,
+                                       self.m.get("rollout_successes"))
         if self.m.get("declared_scores") is not None:
             returns += ". " + self._closed_loop_text()
+        if self.m.get("validation"):
+            returns += ". " + validation_text(self.m["validation"], self.loop.metric, self.loop.task.instance)
         return templates.render("rollout", episodes=len(self.loop.seeds), instance=self.loop.task.instance,
                                 seeds=", ".join(map(str, self.loop.seeds)), max_steps=self.loop.spec.max_steps,
                                 returns=returns, schema=context.trace_schema(self._trace().columns))
@@ -197,6 +259,7 @@ class Dialogue:
         return templates.render("diagnostics", report=report.rstrip())
 
     def _moves(self, allow_test: bool) -> str:
+        left = self.s.max_tests - self._tests_so_far - 1
         return templates.render("moves", test_move="`MOVE: TEST` " if allow_test else "",
-                                test_line=TEST_LINE if allow_test else "",
+                                test_line=TEST_LINE.format(left=left) if allow_test else "",
                                 last_round=LAST_ROUND if self.k == self.s.rounds - 1 else "")

@@ -46,9 +46,9 @@ from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected
 from .budget import Budget, Meter, spent_in
 from .rundir import WAITING, RunDir, write_json
 from .scripted import TOKEN_ESTIMATE, Choice, WaitingForReply, open_backend
-from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_returns,
-                   fit_program, keep_choice, metric_of, rollout_seeds, traced_rollout,
-                   with_declared)
+from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_on,
+                   evaluate_returns, fit_program, keep_choice, metric_of, rollout_seeds, traced_rollout,
+                   validation_seeds, with_declared)
 
 
 
@@ -75,8 +75,8 @@ def _non_finite(e: BaseException) -> bool:
 @dataclass(frozen=True)
 class Task:
     """A task folder: task.md (an optional `---` header with `env:`, `demo:`, `initial:`,
-    `latents:` and `instance:` lines, then the text the model reads), the demonstration, and
-    the initial structure unless the model is to write it."""
+    `latents:`, `instance:`, `constant:` and `moves:` lines, then the text the model reads),
+    the demonstration, and the initial structure unless the model is to write it."""
 
     dir: Path
     text: str
@@ -85,6 +85,7 @@ class Task:
     initial: Optional[Path]
     latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
     instance: str = "seed"  # header `instance:`: what a seed selects, as the prompts name it ("track")
+    expect: Any = None  # headers `constant:` and `moves:`: a `diagnostics.task.Expectations`
 
 
 def load_task(task_dir: str, env: Optional[str] = None) -> Task:
@@ -107,8 +108,15 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
     latents = tuple(n.strip() for n in header.get("latents", "").split(",") if n.strip())
     if not (env or header.get("env")) and (d / "env.toml").is_file():
         env = str(d / "env.toml")  # a task folder for any Gymnasium env (polc init-task writes it)
+    from ..diagnostics import DiagnosticsError
+    from ..diagnostics.task import Expectations
+
+    try:
+        expect = Expectations.parse(header.get("constant", ""), header.get("moves", ""), str(md))
+    except DiagnosticsError as e:
+        raise TaskError(str(e).rstrip(".") + ".") from None
     return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None, latents, header.get("instance") or "seed")
+                initial if initial.is_file() else None, latents, header.get("instance") or "seed", expect)
 
 
 def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
@@ -151,6 +159,8 @@ class Loop:
         if partial:
             ui.notice(partial + "; every round is fitted to those episodes")
         self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
+        self.validation = validation_seeds(self.spec, self.demo.metadata.get("seeds", []), self.seeds,
+                                           settings.validation_episodes)
         self.history = [run.metrics(k) for k in run.complete_rounds()]
         self.calls = sum(m["llm"]["calls"] for m in self.history)
         # `backend` replaces the one `choice` names (tests); it must already be at request `calls`.
@@ -373,6 +383,15 @@ class Loop:
                 self._timed(m, "rollout", t)
                 m.update(weights=fitted.weights, rollout_returns=[round(r, 2) for r in traced.returns],
                          rollout_scores=scores.rounded(traced.scores, self.metric), resets=3 * len(self.seeds))
+        if traced.successes is not None:  # of the rollout kept (the declared weights' when they won)
+            m["rollout_successes"] = traced.successes
+        if shown and self.validation:  # scores the model is told: how the policy does beyond its two tracks
+            self.ui.phase(k, f"validation: {len(self.validation)} untraced episode(s)")
+            t = time.monotonic()
+            val = evaluate_on(fitted, self.spec, self.validation, s)
+            self._timed(m, "validation", t)
+            m["validation"] = scores.eval_json(val, self.metric)
+            m["resets"] += len(self.validation)
         self.ui.phase(k, f"evaluating on {s.eval_episodes} unseen seed(s)")
         t = time.monotonic()
         ev = evaluate_returns(fitted, self.spec, s)
@@ -382,7 +401,7 @@ class Loop:
         m["eval_episodes"] = len(ev.seeds) + (0 if shown or s.keep == "best" else len(self.seeds))
         self.ui.phase(k, "built-in diagnostics")
         t = time.monotonic()
-        report = builtin_diagnostics(program, str(d / "trace.parquet"), fitted, str(self.task.demo))
+        report = builtin_diagnostics(program, str(d / "trace.parquet"), fitted, str(self.task.demo), self.task.expect)
         self._timed(m, "diagnostics", t)
         self.run_dir.write(f"{d.name}/diagnostics.txt", report.rstrip() + "\n")
         return fitted
@@ -399,9 +418,14 @@ class Loop:
         except RevisionRejected as e:
             raise RoundEnd(f"the revision was rejected: {e}", unusable=True) from None
         m["move"] = {"kind": move.kind, "summary": replies.summary(move.prose), "notes": list(move.notes)}
+        revision = self.run_dir.read(f"round_{k:02d}/next.pol") if move.kind == "REVISE" else None
+        if revision is not None:  # what later rounds' history says the revision changed
+            from .changes import structure_changes
+
+            m["move"]["changes"] = structure_changes(text, revision)
 
 
-def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str) -> str:
+def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str, expect: Any = None) -> str:
     """polc's built-in diagnostics of a rollout, as the text the model reads (or the one
     sentence saying why they could not be computed).
 
@@ -419,8 +443,9 @@ def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path
         os.symlink(os.path.abspath(trace_path), os.path.join(tmp, "trace.parquet"))
         os.symlink(os.path.abspath(demo_path), os.path.join(tmp, "demo.parquet"))
         os.chdir(tmp)
-        try:
-            return builtin_report(program, "trace.parquet", params=fitted.params, demo="demo.parquet").text()
+        try:  # the model can run no command: what does not fit is left out, not pointed at
+            return builtin_report(program, "trace.parquet", params=fitted.params, demo="demo.parquet",
+                                  expect=expect).text(elsewhere=None)
         except DiagnosticsError as e:
             return f"The built-in diagnostics could not be computed: {e}"
         finally:
@@ -439,7 +464,7 @@ def write_seeds(run: RunDir, loop: "Loop") -> None:
         "seed": s.seed,
         "fit": {"seed": s.seed, "restarts": s.restarts, "split": f"numpy default_rng({s.seed})",
                 "restart_keys": f"jax.random.fold_in(PRNGKey({s.seed}), restart)"},
-        "rollout": list(loop.seeds), "eval": [int(x) for x in eval_seeds(loop.spec, s.eval_episodes)],
+        "rollout": list(loop.seeds), "validation": list(loop.validation), "eval": [int(x) for x in eval_seeds(loop.spec, s.eval_episodes)],
         "declared_weights_key": "jax.random.PRNGKey(0)",
         "candidate_order": {str(m["round"]): m["candidates"]["order"] for m in loop.history
                             if isinstance(m.get("candidates"), dict)},

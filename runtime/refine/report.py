@@ -19,13 +19,14 @@ class Progress:
     """One live line on stderr: run elapsed, round, phase (rich), plus notices and a line per
     finished round. `quiet` keeps only notices and errors."""
 
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False, withhold_scores: bool = False):
         from rich.console import Console
         from rich.progress import Progress as Bar
         from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
         self.console = Console(stderr=True, highlight=False)
         self.quiet = quiet
+        self.withhold_scores = withhold_scores  # --quiet-scores: print nothing the model may not see
         self.bar = Bar(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
                        console=self.console, transient=True, disable=quiet)
         self.task = self.bar.add_task("starting", total=None)
@@ -60,7 +61,9 @@ class Progress:
         population = m.get("candidates")
         pop = (f", best of {population['asked']} candidates (#{population['chosen']})"
                if isinstance(population, dict) else "")
-        line = (f"round {m['round']} done: {ret} over {len(ev['seeds']) if ev else 0} unseen seeds, "
+        seen = ("unseen-seed score withheld (--quiet-scores)" if self.withhold_scores else
+                f"{ret} over {len(ev['seeds']) if ev else 0} unseen seeds{scores.success_text(ev)}")
+        line = (f"round {m['round']} done: {seen}, "
                 f"{llm['calls']} LLM call(s), {llm['input_tokens'] + llm['output_tokens']:,} tokens{cost}, "
                 f"move {move}{pop}, {m['seconds']:.0f} s")
         if m.get("end"):
@@ -71,10 +74,12 @@ class Progress:
 # ---- the table -------------------------------------------------------------------------
 
 
-def columns(metric: Any = RETURN, cost: bool = False) -> tuple[str, ...]:
-    """The table's header; the third column is the environment's metric, and `cost` adds
+def columns(metric: Any = RETURN, cost: bool = False, success: Optional[str] = None) -> tuple[str, ...]:
+    """The table's header; the third column is the environment's metric, `success` (a heading
+    from `scores.success_column`) adds the task's success rate beside it, and `cost` adds
     "cost (USD)" after the tokens (a run whose model has a price)."""
-    return ("round", "structure", scores.column(metric), "LLM calls", "input tokens", "output tokens",
+    return ("round", "structure", scores.column(metric), *((success,) if success else ()), "LLM calls",
+            "input tokens", "output tokens",
             *(("cost (USD)",) if cost else ()), "env resets", "wall time", "move")
 
 
@@ -100,7 +105,7 @@ def total_cost(history: Sequence[dict]) -> Optional[float]:
 def rows(history: Sequence[dict], metric: Any = RETURN) -> list[list[str]]:
     """One row of strings per round, then a total row."""
     out = []
-    cost = priced(history)
+    cost, success = priced(history), scores.success_column(history)
     for m in history:
         ev = m.get("eval")
         move = (m.get("move") or {}).get("kind") or ("(final)" if m.get("final") else "-")
@@ -108,12 +113,13 @@ def rows(history: Sequence[dict], metric: Any = RETURN) -> list[list[str]]:
             move = "(ended)"
         structure = f"{m['policy_name']} {m['structure_sha256'][:6]}" if m.get("policy_name") else "-"
         out.append([str(m["round"]), structure,
-                    scores.mean_std(ev["mean"], ev["std"], metric) if ev else "-", str(m["llm"]["calls"]),
+                    scores.mean_std(ev["mean"], ev["std"], metric) if ev else "-",
+                    *([scores.success_cell(ev)] if success else []), str(m["llm"]["calls"]),
                     f"{m['llm']['input_tokens']:,}", f"{m['llm']['output_tokens']:,}",
                     *([cost_text(m["llm"].get("cost_usd"))] if cost else []), str(m.get("resets", 0)),
                     _duration(m["seconds"]), move])
     t = totals(history)
-    out.append(["total", "", "", str(t["llm_calls"]), f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
+    out.append(["total", "", "", *([""] if success else []), str(t["llm_calls"]), f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
                 *([cost_text(t["cost_usd"])] if cost else []), str(t["resets"]), _duration(t["seconds"]), ""])
     return out
 
@@ -146,11 +152,16 @@ def _duration(seconds: float) -> str:
         f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def table_text(history: Sequence[dict], metric: Any = RETURN) -> str:
-    """The per-round table as plain text (fixed-width columns), for the terminal and logs."""
+def table_text(history: Sequence[dict], metric: Any = RETURN, withhold_scores: bool = False) -> str:
+    """The per-round table as plain text (fixed-width columns), for the terminal and logs;
+    `withhold_scores` leaves out the unseen seeds' score and success columns (`--quiet-scores`)."""
     cost = priced(history)
-    header = columns(metric, cost)
+    header = columns(metric, cost, scores.success_column(history))
     body = [list(header)] + rows(history, metric)
+    if withhold_scores:
+        scored = 2 if scores.success_column(history) else 1  # the metric's column, and the success rate's
+        body = [r[:2] + r[2 + scored:] for r in body]
+        header = body[0]
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     right = set(range(2, len(header) - 1))
 

@@ -27,6 +27,7 @@ class Settings:
     feedback: str = "analysis"       # analysis | table | none (the paper's ablation)
     rollout_episodes: int = 2        # traced episodes per round, on training seeds (resets)
     eval_episodes: int = 10          # untraced episodes per round on unseen seeds (not resets)
+    validation_episodes: int = 0     # untraced episodes per round on validation seeds, their scores shown (resets)
     max_steps: Optional[int] = None  # episode limit, only ever shortening the environment's own; None: the environment's
     restarts: int = 3                # imitation learning: restarts, epochs, patience
     max_epochs: int = 2000
@@ -50,6 +51,8 @@ class Settings:
     def __post_init__(self) -> None:
         if self.feedback not in FEEDBACK_MODES:
             raise ValueError(f"feedback must be one of {', '.join(FEEDBACK_MODES)}, not {self.feedback!r}")
+        if self.validation_episodes < 0:
+            raise ValueError(f"--validation-episodes must be 0 or more, not {self.validation_episodes}")
         if self.rounds < 1 or self.rollout_episodes < 1 or self.eval_episodes < 1:
             raise ValueError("rounds, rollout episodes and eval episodes must be at least 1")
         if self.max_reply_chars < MIN_REPLY_CHARS:
@@ -156,6 +159,21 @@ def rollout_seeds(spec: Any, demo_seeds: Sequence[int], n: int) -> list[int]:
     return [s for s in spec.demo_seeds if s not in used][:n]
 
 
+def validation_seeds(spec: Any, demo_seeds: Sequence[int], rollout: Sequence[int], n: int) -> list[int]:
+    """The next `n` seeds of the environment's demonstration range after the traced rollout's:
+    neither the demonstration's, nor the training seeds the model sees traced, nor the unseen
+    evaluation seeds (a range of their own, 10000.. for the bundled environments)."""
+    used = set(int(s) for s in demo_seeds) | set(int(s) for s in rollout)
+    return [s for s in spec.demo_seeds if s not in used][:n]
+
+
+def evaluate_on(fitted: "Fitted", spec: Any, seeds: Sequence[int], settings: Settings):
+    """Untraced episodes of the fitted policy on `seeds`: an `EvalResult`."""
+    from ..trace.evaluate import evaluate
+
+    return evaluate(fitted.policy, fitted.params, spec, seeds, rollout_config(settings, len(seeds), trace=False))
+
+
 class Fitted(NamedTuple):
     policy: Any
     params: dict
@@ -210,6 +228,7 @@ def metric_of(spec: Any):
 class Traced(NamedTuple):
     returns: list[float]  # per traced episode, in seed order
     scores: list[float]   # the environment's metric per traced episode (the returns for the return)
+    successes: Optional[list[bool]] = None  # the env's success flag per episode, where it reports one
 
 
 def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, meta: dict,
@@ -228,15 +247,23 @@ def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, m
         scores[ep.index] = metric.of_episode(ep.columns)
         writer.write_episode(ep.columns)
 
+    from dataclasses import replace as _replace
+
+    from ..trace.evaluate import SuccessLog
+
+    key = getattr(spec, "success", None)
+    log = SuccessLog(spec, key) if key else None  # the door's flag is read in this process
+    config = rollout_config(settings, len(seeds), trace=True)
     writer = TableWriter(path, TraceLayout(fitted.policy.program, spec.schema).columns(), meta)
     try:
-        result = rollout(fitted.policy, fitted.params, spec, seeds,
-                         rollout_config(settings, len(seeds), trace=True), done)
+        result = rollout(fitted.policy, fitted.params, spec if log is None else log, seeds,
+                         config if log is None else _replace(config, asynchronous=False), done)
     except BaseException:
         writer.abort()
         raise
     writer.close()
-    return Traced([float(r) for r in result.returns], [float(v) for v in scores])
+    return Traced([float(r) for r in result.returns], [float(v) for v in scores],
+                  None if log is None else [bool(x) for x in log.of(seeds)])
 
 
 def declared_scores(fitted: Fitted, spec: Any, seeds: Sequence[int], settings: Settings) -> list[float]:

@@ -167,11 +167,12 @@ def scores_section(run: Run) -> str:
 
 
 def _table(run: Run) -> str:
-    from ..refine.report import columns, rows
+    from ..refine.report import columns, priced, rows
+    from ..refine.scores import success_column
 
     history = [r.metrics for r in run.rounds if r.metrics]
     try:
-        return page.table(columns(run.metric), rows(history, run.metric))
+        return page.table(columns(run.metric, priced(history), success_column(history)), rows(history, run.metric))
     except (KeyError, TypeError) as e:
         return page.missing(f"The per-round table cannot be drawn: a round's metrics lack {e}.")
 
@@ -281,7 +282,7 @@ def _decision(r: Round) -> str:
 
 
 def _numbers(r: Round, metric: MetricView) -> str:
-    from ..refine.scores import score_text
+    from ..refine.scores import score_text, success_text
 
     m = r.metrics or {}
     llm = m.get("llm") or {}
@@ -289,7 +290,7 @@ def _numbers(r: Round, metric: MetricView) -> str:
     rows = []
     if ev.get("mean") is not None:
         rows.append(["score", f"{score_text(ev['mean'], ev.get('std', 0.0), metric)} over {len(ev.get('seeds', []))} "
-                              f"unseen seeds {ev.get('seeds', [])}"])
+                              f"unseen seeds {ev.get('seeds', [])}{success_text(ev)}"])
     if llm:
         rows.append(["LLM", f"{llm.get('calls', 0)} call(s), {llm.get('input_tokens', 0):,} input and "
                             f"{llm.get('output_tokens', 0):,} output tokens; repairs {llm.get('repairs', 0)}, "

@@ -11,7 +11,8 @@ hand-written BPF program: it gets the architecture check, the x32 system-call ra
               forks the harness, reaps until it exits, then writes its status line
     harness   init's forked child: rlimits -> an unprivileged identity -> an empty capability
               bounding set -> no_new_privs -> the seccomp filter (DENIED below) -> exec python,
-              which loads the trace and runs analyze(df)
+              which loads the trace (and the demonstration, when given) and runs analyze(df),
+              or analyze(df, demo) when the code's analyze takes two arguments
 
 Who can say what (the analysis must never speak with polc's voice):
 - Only init writes the status pipe to the caller; the pipe is close-on-exec, so no process
@@ -378,6 +379,8 @@ def _harness(inputs: str, work: str, phase_fd: int) -> None:
         import pandas
 
         df = _shaped(pandas.read_parquet(os.path.join(inputs, "trace.parquet")))
+        demo_path = os.path.join(inputs, "demo.parquet")
+        demo = _shaped(pandas.read_parquet(demo_path)) if os.path.exists(demo_path) else None
     except BaseException as e:  # noqa: BLE001 - reported, not the analysis's fault
         phase(kind="load", type=type(e).__name__, message=str(e))
     report_path = os.path.join(work, REPORT)
@@ -385,7 +388,7 @@ def _harness(inputs: str, work: str, phase_fd: int) -> None:
         f.write(" " * REPORT_BYTES)
     phase(ready=True)
     os.close(phase_fd)
-    _run_analysis(code, df, report_path)
+    _run_analysis(code, df, report_path, demo)
 
 
 def _shaped(df):
@@ -401,7 +404,7 @@ def _shaped(df):
     return df
 
 
-def _run_analysis(code, df, report_path: str) -> None:
+def _run_analysis(code, df, report_path: str, demo=None) -> None:
     """Run the analysis; from here on everything is the analysis's (it can rewrite the report)."""
     import traceback
 
@@ -426,7 +429,8 @@ def _run_analysis(code, df, report_path: str) -> None:
         analyze = namespace.get("analyze")
         if not callable(analyze):
             report("no_analyze")
-        analyze(df)
+        wants_demo = getattr(getattr(analyze, "__code__", None), "co_argcount", 1) >= 2
+        analyze(df, demo) if wants_demo and demo is not None else analyze(df)
     except SystemExit as e:
         if e.code not in (None, 0):
             report("exit", message=_text(e.code, repr))

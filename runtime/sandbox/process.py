@@ -129,8 +129,11 @@ def clean_env(work: str) -> dict[str, str]:
     return {k: v for k, v in env.items() if not SECRET_NAME.search(k)}
 
 
-def run_analysis(code: str, trace: str | os.PathLike, limits: Limits = Limits()) -> SandboxResult:
+def run_analysis(code: str, trace: str | os.PathLike, limits: Limits = Limits(),
+                 demo: str | os.PathLike | None = None) -> SandboxResult:
     """Run `code` (which defines ``analyze(df)``) on the Parquet file `trace`, isolated.
+    With `demo` (a demonstration's Parquet step table), code defining ``analyze(df, demo)``
+    gets it as a second DataFrame; ``analyze(df)`` runs as before.
 
     Never raises for anything the code does; raises `SandboxUnavailable` when the sandbox
     itself cannot be set up (the code is then not run at all).
@@ -154,6 +157,8 @@ def run_analysis(code: str, trace: str | os.PathLike, limits: Limits = Limits())
         (root / "newroot").mkdir(mode=0o755)
         (root / "input").mkdir(mode=0o755)
         shutil.copyfile(trace, root / "input" / "trace.parquet")
+        if demo is not None:
+            shutil.copyfile(demo, root / "input" / "demo.parquet")
         (root / "input" / "analysis.py").write_text(code, encoding="utf-8")
         for f in (root / "input").iterdir():
             os.chmod(f, 0o644)

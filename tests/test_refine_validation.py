@@ -1,0 +1,44 @@
+"""A validation score the model is told (issue 37, item 1): `--validation-episodes N` runs N
+untraced episodes per round on seeds that are neither the demonstration's, nor the traced
+training seeds, nor the final evaluation's; the prompt states their mean, spread and worst
+two, metrics.json records them, seeds.json names the seeds, and they count as resets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+from refine_helpers import fits_once, task  # noqa: F401  (module fixtures)
+from refine_helpers import ANALYSIS, FAST, STOP, run_loop
+
+from polc.runtime.envs.metric import RETURN
+from polc.runtime.refine.dialogue import validation_text
+from polc.runtime.refine.work import validation_seeds
+
+
+def test_validation_seeds_skip_the_demonstrations_and_the_training_ones():
+    spec = SimpleNamespace(demo_seeds=range(0, 1000))
+    assert validation_seeds(spec, [0], [1, 2], 3) == [3, 4, 5]
+    assert validation_seeds(spec, [0, 4], [1, 2], 3) == [3, 5, 6]
+
+
+def test_the_prompt_sentence_says_which_seeds_the_spread_and_the_worst_two():
+    val = {"seeds": [3, 4, 5], "returns": [900.0, 700.5, 880.0], "scores": [900.0, 700.5, 880.0],
+           "mean": 826.83, "std": 89.9}
+    assert validation_text(val, RETURN, "track") == (
+        "On 3 validation track(s) (seeds 3, 4, 5: untraced, neither the training tracks above nor the final "
+        "evaluation's) the fitted policy scores return 826.8 ± 89.9; worst: 700.5 on seed 4, 880.0 on seed 5")
+
+
+def test_a_run_with_validation_episodes_tells_the_model_and_records_them(task, tmp_path):  # noqa: F811
+    settings = dataclasses.replace(FAST, rounds=1, validation_episodes=2)
+    loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, STOP], settings)
+    m0 = loop.history[0]
+    val = m0["validation"]
+    assert len(val["seeds"]) == 2 and not set(val["seeds"]) & set(m0["rollout_seeds"])
+    assert m0["resets"] == 2 * 1 + 2  # the traced seed, the same with the declared weights, two validation
+    first = model.prompts[0][-1].text
+    assert f"On 2 validation seed(s) (seeds {val['seeds'][0]}, {val['seeds'][1]}: untraced" in first
+    seeds = json.loads((tmp_path / "run" / "seeds.json").read_text())
+    assert seeds["validation"] == val["seeds"] and not set(seeds["validation"]) & set(seeds["eval"])
