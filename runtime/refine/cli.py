@@ -550,7 +550,7 @@ def register(sub: Any) -> None:
     c.add_argument("--validation-episodes", type=int, default=0, metavar="N",
                    help="untraced episodes per round on N validation seeds (neither the traced training seeds nor "
                         "the evaluation's); the model is told their mean, spread and worst two (counted as resets)")
-        c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header, else the folder name)")
+    c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     c.add_argument("--quiet-scores", action="store_true",
                    help="print nothing the model may not see: no unseen-seed score or success rate on the console "
