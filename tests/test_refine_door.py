@@ -141,7 +141,7 @@ def test_the_door_session_end_to_end_quick(tmp_path):
     assert summary["env"] == "door"
     assert summary["metric"]["key"] == "min_handle_to_target" and summary["metric"]["direction"] == "lower is better"
     rounds = summary["rounds"]
-    assert [m["round"] for m in rounds] == [0, 1] and rounds[-1]["final"]
+    assert [m["round"] for m in rounds] == [0, 1] and rounds[-1]["end"] == "the model chose STOP"
     assert [m["move"]["kind"] for m in rounds] == ["REVISE", "STOP"] and rounds[1]["tests"] == 0
     for m in rounds:
         on_disk = json.loads((run / f"round_{m['round']:02d}" / "metrics.json").read_text())
