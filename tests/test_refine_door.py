@@ -116,17 +116,17 @@ def test_the_door_task_header():
 def test_every_revision_of_the_door_session_passes_polc_check():
     records = read_exchanges(DOOR / "session" / "exchanges.jsonl")
     session = json.loads((DOOR / "session" / "session.json").read_text())
-    assert session["feedback"] == "analysis" and len(records) == 7
+    assert session["feedback"] == "analysis" and len(records) == 4
     for k, record in enumerate(records):
         assert record["reply"] == (DOOR / "session" / "replies" / f"{k:03d}.md").read_text()
     moves = [replies.parse_move(r["reply"], ("REVISE", "TEST", "STOP")) for r in records
              if r["purpose"] == "move"]
-    assert [m.kind for m in moves] == ["REVISE", "TEST", "REVISE", "STOP"]
+    assert [m.kind for m in moves] == ["REVISE", "STOP"]
     revised = [m.pol for m in moves if m.kind == "REVISE"]
     for text in revised:
         result = check(text, "next.pol", "door")
         assert result.program is not None and result.errors == 0, result.report
-    assert [check(t, "next.pol", "door").program.typed.name for t in revised] == ["door_push", "door_side"]
+    assert [check(t, "next.pol", "door").program.typed.name for t in revised] == ["door_push"]
     for r in records:
         if r["purpose"] == "analysis code":
             assert "def analyze(df)" in replies.parse_analysis(r["reply"])
@@ -141,8 +141,8 @@ def test_the_door_session_end_to_end_quick(tmp_path):
     assert summary["env"] == "door"
     assert summary["metric"]["key"] == "min_handle_to_target" and summary["metric"]["direction"] == "lower is better"
     rounds = summary["rounds"]
-    assert [m["round"] for m in rounds] == [0, 1, 2] and rounds[-1]["final"]
-    assert [m["move"]["kind"] for m in rounds[:2]] == ["REVISE", "REVISE"] and rounds[1]["tests"] == 1
+    assert [m["round"] for m in rounds] == [0, 1] and rounds[-1]["end"] == "the model chose STOP"
+    assert [m["move"]["kind"] for m in rounds] == ["REVISE", "STOP"] and rounds[1]["tests"] == 0
     for m in rounds:
         on_disk = json.loads((run / f"round_{m['round']:02d}" / "metrics.json").read_text())
         ev = on_disk["eval"]
@@ -153,14 +153,14 @@ def test_the_door_session_end_to_end_quick(tmp_path):
         assert all(0 <= s < 0.6 for s in ev["scores"])  # metres: a shut door reads about 0.55
         assert len(on_disk["rollout_scores"]) == len(on_disk["rollout_returns"]) == 1
         assert all(a["ok"] for a in on_disk.get("analyses", []))
-    for k in (0, 1):  # every revision the run made passes polc check --env door
+    for k in (0,):  # the revision the run made passes polc check --env door
         assert check((run / f"round_{k:02d}" / "next.pol").read_text(), "next.pol", "door").program is not None
     assert summary["best_round"] == min(rounds, key=lambda m: m["eval"]["mean"])["round"]
     assert "min handle-to-target distance, m (mean ± std, lower is better)" in proc.stdout
     assert "(lower is better)" in proc.stderr and "min handle-to-target distance" in proc.stderr
     prompt = (run / "exchanges.jsonl").read_text()
     assert "training door configuration(s)" in prompt and 'df[\\"obs.hand\\"]' in prompt
-    assert len(prompt.splitlines()) == 5
+    assert len(prompt.splitlines()) == 4
 
 
 def test_summary_and_figure_of_a_distance_scored_run(tmp_path):
