@@ -4,6 +4,8 @@ that end because the model's replies could not be used (exit 4, not 0)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -156,7 +158,8 @@ def test_refine_ending_normally_exits_0(task, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0 and "run ended: the model chose STOP" in out, err
     final = tmp_path / "run" / "round_00"  # STOP in round 0: its structure is the run's result
-    assert f"final policy: {final / 'policy.pol'} with its fitted weights {final / 'params.json'}" in out, out
+    which = json.loads((final / "metrics.json").read_text())["keep"]["kept"]  # keep=best's choice
+    assert f"final policy: {final / 'policy.pol'} with its {which} weights {final / 'params.json'}" in out, out
 
 
 @pytest.mark.slow  # two short refine runs (the pause, then --resume)

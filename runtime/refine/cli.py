@@ -413,15 +413,16 @@ def _finish(run: Any, loop: Any, notice: Any, status: str, task: Any, withhold_s
     if withhold_scores:
         print(f"(unseen-seed scores withheld by --quiet-scores: they are in {run.path / 'summary.json'})")
     print(f"\nrun ended: {status}")
-    kept = [m["round"] for m in history if (run.round_dir(m["round"]) / "policy.pol").is_file()]
+    kept = [m for m in history if (run.round_dir(m["round"]) / "policy.pol").is_file()]
     if kept:
-        last = run.round_dir(kept[-1])
-        print(f"final policy: {last / 'policy.pol'} with its fitted weights {last / 'params.json'}")
+        last = run.round_dir(kept[-1]["round"])
+        which = "declared" if (kept[-1].get("keep") or {}).get("kept") == "declared" else "fitted"
+        print(f"final policy: {last / 'policy.pol'} with its {which} weights {last / 'params.json'}")
     print("wrote " + ", ".join(str(f) for f in [run.path / "summary.json", *figures] if f.exists()))
     if notice:
         print(f"\n{notice}")
     env = run.config.get("env") if isinstance(run.config, dict) else None
-    final = run.round_dir(kept[-1]) if kept else None
+    final = run.round_dir(kept[-1]["round"]) if kept else None
     print("\n" + next_steps(run.path, [f for f in figures if f.exists()], final, env))
 
 
