@@ -237,8 +237,11 @@ def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, m
     the environment's metric of each, scored from the same step table."""
     import numpy as np
 
-    from ..trace.rollout import TraceLayout, rollout
+    from dataclasses import replace as _replace
+
     from ..io.table import TableWriter
+    from ..trace.evaluate import SuccessLog
+    from ..trace.rollout import TraceLayout, rollout
 
     metric = metric_of(spec)
     scores = np.zeros(len(seeds))
@@ -246,10 +249,6 @@ def traced_rollout(fitted: Fitted, spec: Any, seeds: Sequence[int], path: str, m
     def done(ep: Any) -> None:
         scores[ep.index] = metric.of_episode(ep.columns)
         writer.write_episode(ep.columns)
-
-    from dataclasses import replace as _replace
-
-    from ..trace.evaluate import SuccessLog
 
     key = getattr(spec, "success", None)
     log = SuccessLog(spec, key) if key else None  # the door's flag is read in this process
