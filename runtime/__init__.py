@@ -11,6 +11,7 @@ One folder per part; imports go one way, down this list (a test checks the graph
     diagnostics/  the built-in diagnostics of a trace (polc analyze)
     sandbox/      untrusted analysis code run over a trace in isolation
     llm/          the LLM backends behind one protocol
+    task/         a refinement task folder: task.md's header and text, the demonstration, initial.pol
     refine/       the refinement loop (polc generate, polc refine)
     experiment/   the paper's tables from one command (polc experiment)
 

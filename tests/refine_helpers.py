@@ -15,7 +15,8 @@ import pytest
 
 from polc.runtime.envs import toy
 from polc.runtime.llm import Message, Reply, render
-from polc.runtime.refine.loop import Loop, load_task
+from polc.runtime.refine.loop import Loop
+from polc.runtime.task import load_task
 from polc.runtime.refine.rundir import RunDir
 from polc.runtime.refine.scripted import Choice
 from polc.runtime.refine.work import Settings

@@ -67,7 +67,7 @@ def test_a_bad_moves_entry_names_itself():
 
 
 def test_the_door_task_declares_grab_constant_and_the_hands_moves():
-    from polc.runtime.refine.loop import load_task
+    from polc.runtime.task import load_task
     from pathlib import Path
 
     task = load_task(str(Path(__file__).resolve().parents[1] / "examples" / "door"))

@@ -71,7 +71,7 @@ def test_init_task_refuses_a_built_in_env_and_a_bad_schema_writes_nothing(tmp_pa
 
 def test_a_task_folder_with_env_toml_needs_no_env_flag(tmp_path, capsys):
     """`polc refine DIR/` on what init-task wrote finds DIR/env.toml itself."""
-    from polc.runtime.refine.loop import load_task
+    from polc.runtime.task import load_task
 
     d = tmp_path / "t"
     assert polc(capsys, "init-task", FLAT_ENV, "-o", str(d))[0] == 0

@@ -16,7 +16,7 @@ from polc.runtime.envs.metric import RETURN, Metric
 from polc.runtime.trace.evaluate import EvalResult
 from polc.runtime.llm import read_exchanges
 from polc.runtime.refine import context, replies, scores
-from polc.runtime.refine.loop import load_task
+from polc.runtime.task import load_task
 from polc.runtime.refine.report import table_text
 from polc.runtime.refine.work import check
 

@@ -9,7 +9,8 @@ from refine_helpers import BROKEN, GOOD, FakeModel, make_task, pol
 
 from polc.cli import main
 from polc.runtime.refine.converse import Caller
-from polc.runtime.refine.loop import generate, load_task
+from polc.runtime.refine.loop import generate
+from polc.runtime.task import load_task
 from polc.runtime.refine.work import Settings, environment
 
 

@@ -112,7 +112,8 @@ def render_first_prompt(task_dir, run_path) -> str:
 def test_a_damaged_demonstration_is_a_task_error(task, tmp_path):
     from test_table import flip_inside_a_data_page
 
-    from polc.runtime.refine.loop import Loop, TaskError, load_task
+    from polc.runtime.refine.loop import Loop
+    from polc.runtime.task import TaskError, load_task
     from polc.runtime.refine.scripted import Choice
 
     damaged = tmp_path / "damaged"
@@ -197,7 +198,8 @@ def test_generate_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):
 
 
 def test_a_demonstration_with_non_finite_values_is_a_task_error(task, tmp_path):
-    from polc.runtime.refine.loop import Loop, TaskError, load_task
+    from polc.runtime.refine.loop import Loop
+    from polc.runtime.task import TaskError, load_task
     from polc.runtime.refine.scripted import Choice
 
     table = read_table(str(task / "demo.parquet"))

@@ -158,7 +158,8 @@ def test_with_declared_puts_back_the_declared_weights_and_records_the_fit():
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
-    from polc.runtime.refine.loop import Loop, load_task
+    from polc.runtime.refine.loop import Loop
+    from polc.runtime.task import load_task
     from polc.runtime.refine.scripted import Choice
     from refine_helpers import FakeUI
 
@@ -181,7 +182,8 @@ def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, 
     from llm_fake_server import FakeAPI
     from test_llm_gemini import ok_body
 
-    from polc.runtime.refine.loop import Loop, load_task
+    from polc.runtime.refine.loop import Loop
+    from polc.runtime.task import load_task
     from polc.runtime.refine.scripted import choose
 
     script = [(200, ok_body(ANALYSIS, prompt_tokens=1234, out_tokens=56), 0),

@@ -72,7 +72,8 @@ def test_a_crash_in_a_later_round_keeps_the_earlier_ones(task, reference, tmp_pa
 KILLED_RUN = textwrap.dedent("""
     import sys
     from polc.runtime.envs import toy
-    from polc.runtime.refine.loop import Loop, load_task
+    from polc.runtime.refine.loop import Loop
+    from polc.runtime.task import load_task
     from polc.runtime.refine.rundir import RunDir
     from polc.runtime.refine.scripted import Choice
     sys.path.insert(0, sys.argv[3])

@@ -26,7 +26,8 @@ from refine_helpers import (ANALYSIS, BROKEN, FAST, GOOD, STOP, make_task, pol, 
 
 from polc.cli import main
 from polc.runtime.envs.metric import RETURN
-from polc.runtime.refine.loop import load_task, write_config
+from polc.runtime.refine.loop import write_config
+from polc.runtime.task import load_task
 from polc.runtime.refine.report import write_summary
 from polc.runtime.refine.rundir import RunDir
 from polc.runtime.refine.scores import mean_std

@@ -18,7 +18,7 @@ import pytest
 from polc.fmt import format_text
 from polc.runtime.llm import read_exchanges
 from polc.runtime.refine import context, templates
-from polc.runtime.refine.loop import load_task
+from polc.runtime.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("car_racing", "door")

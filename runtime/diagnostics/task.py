@@ -1,7 +1,7 @@
 """What a task says to expect, and the check it enables: an action saturated against a
 blocked state.
 
-A task folder's task.md header may declare (see `polc.runtime.refine.loop.load_task`):
+A task folder's task.md header may declare (see `polc.runtime.task.load_task`):
 
     constant: grab                                   # the task requires these to be constant
     moves: dx -> hand[0], dy -> hand[1], dz -> hand[2]   # which observation each action moves

@@ -148,7 +148,7 @@ class Experiment:
         return result
 
     def _demo_path(self) -> Path:
-        from ..refine.loop import TaskError, load_task
+        from ..task import TaskError, load_task
 
         try:
             return Path(load_task(str(self.folder), self.task.env).demo)

@@ -70,7 +70,8 @@ def scripted_notice(choice: Any, task_dir: str) -> str:
 
 def _new_run(args: argparse.Namespace):
     from .budget import Budget
-    from .loop import load_task, write_config
+    from ..task import load_task
+    from .loop import write_config
     from ..io.lock import lock_directory
     from .rundir import RunDir, RunDirError, default_name
     from .scripted import choose
@@ -241,7 +242,7 @@ def _resumed_run(args: argparse.Namespace):
 def _resumed(args: argparse.Namespace, run: Any):
     from dataclasses import replace
 
-    from .loop import load_task
+    from ..task import load_task
     from .scripted import Choice
     from .work import Settings
 
@@ -296,7 +297,7 @@ def _raised(tokens: int) -> str:
 def cmd_refine(args: argparse.Namespace) -> int:
     from ..io.lock import DirectoryLocked
     from ..llm import LLMError
-    from .loop import TaskError
+    from ..task import TaskError
 
     from ..cluster.flags import ENV, ray_address
     from ..il.jaxcache import enable
@@ -324,7 +325,8 @@ def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice
     from ..io.table import TableError
     from ..sandbox.process import SandboxUnavailable
     from .budget import BudgetExhausted
-    from .loop import Loop, RoundEnd, TaskError
+    from ..task import TaskError
+    from .loop import Loop, RoundEnd
     from .report import Progress
     from .rundir import RunDirError
 
@@ -446,7 +448,8 @@ def next_steps(path: Path, figures: list, final: Optional[Path], env: Optional[s
 def cmd_generate(args: argparse.Namespace) -> int:
     from ..llm import LLMError, check_timeout
     from .converse import Caller, NoUsableReply, RevisionRejected
-    from .loop import Task, generate
+    from ..task import Task, front_matter
+    from .loop import generate
     from .rundir import write_atomic
     from .scripted import choose, open_backend
     from .work import environment, Settings
@@ -455,7 +458,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise UsageError(f"polc: cannot read '{args.task}': no such file.")
     raw = path.read_text(encoding="utf-8")
-    header, text = _front_matter(raw)
+    header, text = front_matter(raw)
     env = args.env or header.get("env")
     if not env:
         raise UsageError("polc: generate needs --env NAME (e.g. --env car_racing).")
@@ -500,19 +503,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
           f"{len(program.typed.weights)} weights; {c.calls} LLM call(s) ({c.repairs} repair(s)), "
           f"{c.input_tokens:,} input / {c.output_tokens:,} output tokens; exchanges in {record}", file=sys.stderr)
     return 0
-
-
-def _front_matter(raw: str) -> tuple[dict, str]:
-    import re
-
-    m = re.match(r"---\n(.*?)\n---\n", raw, re.DOTALL)
-    if not m:
-        return {}, raw
-    header = {}
-    for line in m.group(1).splitlines():
-        key, _, value = line.partition(":")
-        header[key.strip()] = value.strip()
-    return header, raw[m.end():]
 
 
 # ---- registration --------------------------------------------------------------------

@@ -33,13 +33,12 @@ counted as in the paper's Table 1: the episodes whose traces the model is given
 from __future__ import annotations
 
 import math
-import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..llm import Message
+from ..task import Task, TaskError
 from . import context, replies, scores, templates
 from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected, ask,
                        check_and_repair)
@@ -50,10 +49,6 @@ from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores,
                    evaluate_returns, fit_program, keep_choice, metric_of, rollout_seeds, traced_rollout,
                    validation_seeds, with_declared)
 
-
-
-class TaskError(Exception):
-    """The task folder cannot be used as it is; the message says what to fix."""
 
 
 class RoundEnd(Exception):
@@ -70,53 +65,6 @@ def _non_finite(e: BaseException) -> bool:
     from ..envs.finite import NonFiniteAction
 
     return isinstance(e, NonFiniteAction)
-
-
-@dataclass(frozen=True)
-class Task:
-    """A task folder: task.md (an optional `---` header with `env:`, `demo:`, `initial:`,
-    `latents:`, `instance:`, `constant:` and `moves:` lines, then the text the model reads),
-    the demonstration, and the initial structure unless the model is to write it."""
-
-    dir: Path
-    text: str
-    env: str
-    demo: Path
-    initial: Optional[Path]
-    latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
-    instance: str = "seed"  # header `instance:`: what a seed selects, as the prompts name it ("track")
-    expect: Any = None  # headers `constant:` and `moves:`: a `diagnostics.task.Expectations`
-
-
-def load_task(task_dir: str, env: Optional[str] = None) -> Task:
-    d = Path(task_dir)
-    md = d / "task.md"
-    if not md.is_file():
-        raise TaskError(f"{d} has no task.md (the task description the model reads).")
-    raw = md.read_text(encoding="utf-8")
-    header: dict[str, str] = {}
-    m = re.match(r"---\n(.*?)\n---\n", raw, re.DOTALL)
-    if m:
-        for line in m.group(1).splitlines():
-            key, _, value = line.partition(":")
-            header[key.strip()] = value.strip()
-        raw = raw[m.end():]
-    demo = d / header.get("demo", "demo.parquet")
-    if not demo.is_file():
-        raise TaskError(f"{d} has no demonstration {demo.name} (write one with `polc demos`).")
-    initial = d / header.get("initial", "initial.pol")
-    latents = tuple(n.strip() for n in header.get("latents", "").split(",") if n.strip())
-    if not (env or header.get("env")) and (d / "env.toml").is_file():
-        env = str(d / "env.toml")  # a task folder for any Gymnasium env (polc init-task writes it)
-    from ..diagnostics import DiagnosticsError
-    from ..diagnostics.task import Expectations
-
-    try:
-        expect = Expectations.parse(header.get("constant", ""), header.get("moves", ""), str(md))
-    except DiagnosticsError as e:
-        raise TaskError(str(e).rstrip(".") + ".") from None
-    return Task(d, raw.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None, latents, header.get("instance") or "seed", expect)
 
 
 def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,

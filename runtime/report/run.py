@@ -363,7 +363,7 @@ def round_section(run: Run, i: int) -> str:
 
 def _task_latents(run: Run) -> tuple[str, ...]:
     """The latents the task's task.md names for Figure 6 (none when the task folder is gone)."""
-    from ..refine.loop import TaskError, load_task
+    from ..task import TaskError, load_task
 
     try:
         return load_task(str(run.config.get("task", ""))).latents
