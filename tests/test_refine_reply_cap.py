@@ -64,7 +64,7 @@ def test_the_limit_is_a_setting_with_a_floor(capsys):
 def test_an_over_long_candidate_revision_is_not_a_candidate(tmp_path):
     from types import SimpleNamespace
 
-    from polc.runtime.refine.population import Population
+    from polc.runtime.refine.candidates.revise import Population
     from refine_helpers import revise
 
     model = FakeModel([revise() + "x" * 5000])

@@ -9,6 +9,7 @@
     report.py     progress, the per-round table, summary.json, Figures 4 and 6
     scripted.py   which model answers; the scripted (bundled) and manual sessions
     work.py       settings; check, fit, traced rollout and evaluation of a structure
+    candidates/   --candidates K: K revisions per REVISE move, asked, scored (on Ray too), one kept
     cli.py        the two commands
 
 Importing this package imports nothing heavy (rollout workers unpickle `envspec`).

@@ -20,9 +20,9 @@ never answers, or trickles its reply) stops the run, which `--resume` continues.
 
 Budgets (budget.py): `--max-tokens` and `--max-cost` stop the run before a call that would
 exceed them; the cost comes from the price table (polc.runtime.llm.prices, `--prices FILE`).
-`--candidates K` asks for K revisions per REVISE move and keeps the best (population.py);
+`--candidates K` asks for K revisions per REVISE move and keeps the best (candidates/);
 with `--ray auto|ADDRESS` (or $POLC_RAY_ADDRESS) a round's candidates are fitted and scored on
-that Ray cluster, one task each, with the local scores (polc.runtime.cluster.candidates).
+that Ray cluster, one task each, with the local scores (polc.runtime.refine.candidates.on_ray).
 
 Exit codes: 0 the run finished (STOP, its last round, or already finished); 1 it stopped
 on an error to fix (the provider, the task, the sandbox; `--resume` continues it); 2 bad

@@ -147,7 +147,7 @@ class Dialogue:
 
     def _revise(self, move: replies.Move, messages: list[Message]) -> None:
         if self.s.candidates > 1:
-            from .population import Population
+            from .candidates.revise import Population
 
             Population(self, move, messages).run()
             return

@@ -1,14 +1,14 @@
 """A refinement round's candidate population fitted and scored on a Ray cluster: one Ray task
-(one CPU) per candidate, each running the caller's `evaluate` (`refine.candidates`' local
+(one CPU) per candidate, each running the caller's `evaluate` (`score`'s local
 `evaluate_candidates`) on its one candidate, so every score is the one the local call computes
 and they come back in order.
 
     scores = ray_evaluate_candidates("auto", evaluate, candidates, demo, spec, seeds, settings, fit)
 
-The evaluation is passed in, not imported: the cluster layer serves the refinement loop and
-never imports it (imports go one way).
+The evaluation is passed in, not imported: `score` imports this module when it sends a
+population here, and imports go one way.
 
-`refine.candidates.evaluate_candidates` sends a population of two or more here when
+`score.evaluate_candidates` sends a population of two or more here when
 $POLC_RAY_ADDRESS names a cluster. A worker that dies has its candidate rerun (Ray's task
 retries, at most `RETRIES` more times); then the round fails with a `ClusterError` naming the
 candidate. An error of the candidate itself (it cannot be fitted, a non-finite action) is its
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from .connect import ClusterError, _import_ray, connected
-from .graph import RETRIES
+from ...cluster.connect import ClusterError, _import_ray, connected
+from ...cluster.graph import RETRIES
 
 
 def _one(evaluate, candidate, demo, spec, seeds, settings, fit):

@@ -3,7 +3,7 @@ K - 1 more are asked for with the same prompt (independent completions, each rec
 an exchange: in one request with n = K - 1 where the backend can, `Caller.many`, and one
 request each for those it did not return), each is checked and repaired as a single
 revision is, then all checked ones are fitted and scored
-(`candidates.evaluate_candidates`) and the best becomes next.pol.
+(`score.evaluate_candidates`) and the best becomes next.pol.
 
 The round's folder keeps every candidate (`candidate-N.pol`, its repairs and check reports)
 and `candidates.json`: for each, its verdict, score, per-seed scores and fit loss, which was
@@ -16,11 +16,11 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from ..llm import Message, completes_n
-from . import replies
-from .candidates import Candidate, best, candidate_order, evaluate_candidates
-from .converse import NoUsableReply, RevisionRejected, check_and_repair
-from .rundir import write_json
+from ...llm import Message, completes_n
+from .. import replies
+from ..converse import NoUsableReply, RevisionRejected, check_and_repair
+from ..rundir import write_json
+from .score import Candidate, best, candidate_order, evaluate_candidates
 
 
 class Population:

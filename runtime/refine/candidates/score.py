@@ -1,5 +1,4 @@
-"""Candidate populations (`--candidates K`, beyond the paper): K revisions per REVISE move,
-each fitted and scored, the best kept.
+"""A population of candidate revisions fitted and scored, and the best of them.
 
 `evaluate_candidates` is the one place a population is fitted and scored: it takes the list
 of candidates and returns their scores, one per candidate in the same order, and touches
@@ -44,20 +43,20 @@ def evaluate_candidates(candidates: Sequence[Candidate], demo: Any, spec: Any, s
     """Fit each candidate to the demonstration `demo` and score it on `seeds` (mean actions,
     untraced); one `Score` per candidate, in order. `fit` is `work.fit_program` unless given.
     With $POLC_RAY_ADDRESS set (and not `local`), a population of two or more is spread over
-    that Ray cluster, one candidate a task, with the same scores (`polc.runtime.cluster.candidates`)."""
+    that Ray cluster, one candidate a task, with the same scores (`on_ray`)."""
     if not local and len(candidates) > 1:
         import os
 
-        from ..cluster.flags import ENV  # the variable's name only: Ray is imported when it is set
+        from ...cluster.flags import ENV  # the variable's name only: Ray is imported when it is set
 
         if os.environ.get(ENV):
-            from ..cluster.candidates import ray_evaluate_candidates
+            from .on_ray import ray_evaluate_candidates
 
             return ray_evaluate_candidates(os.environ[ENV], evaluate_candidates, candidates, demo, spec, seeds,
                                            settings, fit)
-    from ..envs.finite import NonFiniteAction
-    from ..trace.evaluate import evaluate
-    from .work import FitFailed, fit_program, rollout_config
+    from ...envs.finite import NonFiniteAction
+    from ...trace.evaluate import evaluate
+    from ..work import FitFailed, fit_program, rollout_config
 
     fit = fit or fit_program
     out = []
