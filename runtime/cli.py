@@ -279,16 +279,6 @@ def episode_progress(what: str, total: int, quiet: bool) -> EpisodeProgress:
     return EpisodeProgress(what, total, quiet)
 
 
-def env_meta(spec) -> dict:
-    meta = {"name": spec.schema.name, "id": spec.schema.env_id, "version": spec.schema.version,
-            "max_steps": spec.max_steps}
-    source = getattr(spec, "source", None)  # a gym: env: what it was made from
-    if source is not None:
-        meta.update(schema_file=source.schema_file and os.path.abspath(source.schema_file),
-                    kwargs=dict(source.kwargs))
-    return meta
-
-
 @contextlib.contextmanager
 def writing(writer) -> Iterator:
     """Close `writer` when the block ends normally. When it stops early (Ctrl-C,
@@ -365,5 +355,5 @@ def runner_flags(c: argparse.ArgumentParser, file_optional: bool = False) -> Non
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-__all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_meta", "env_options", "env_spec", "episode_progress", "fail", "guard", "locked", "output_file",
+__all__ = ["Failure", "UsageError", "compile_policy", "env_flags", "env_options", "env_spec", "episode_progress", "fail", "guard", "locked", "output_file",
            "load_program", "params_for", "parse_env_kwargs", "read_table_or_usage", "runner_flags", "sigterm_interrupts", "writing"]

@@ -122,6 +122,29 @@ def test_a_revision_in_the_last_round_is_fitted_and_evaluated(task, tmp_path):
     assert final["closed_loop"]["seeds"] == final["rollout_seeds"]
     metrics = json.loads((RunDir(tmp_path / "run").round_dir(1) / "metrics.json").read_text())
     assert metrics["end"] == "the last revision was fitted and evaluated"
+    for k, m in enumerate(loop.history):  # checked here, on a run this test makes anyway
+        assert_trace_records_what_polc_rollout_records(RunDir(tmp_path / "run").round_dir(k), k, m, loop.seeds)
+
+
+def assert_trace_records_what_polc_rollout_records(d, k: int, m: dict, seeds: list) -> None:
+    """A round's trace metadata comes from the builder `polc rollout` uses (`trace.meta.TraceMeta`):
+    the structure's hash, the kind of its seeds and the environment as `polc rollout` records
+    them, and which round made it."""
+    from polc.runtime.cli import compile_policy
+    from polc.runtime.envs import toy
+    from polc.runtime.io.params import load_params, params_sha256
+    from polc.runtime.io.table import read_table
+
+    meta = read_table(str(d / "trace.parquet"), columns=[]).metadata
+    assert sorted(meta) == ["actions", "env", "kind", "noise_seed", "params", "polc_version", "policy", "refine",
+                            "seed_kind", "seeds"]
+    assert meta["policy"]["structure_sha256"] == m["structure_sha256"]
+    assert meta["policy"]["file"] == "policy.pol" and meta["policy"]["source"] == (d / "policy.pol").read_text()
+    assert meta["env"] == {"name": "toy_reach", "id": toy.ENV_ID, "version": "1", "max_steps": 50}
+    assert meta["seeds"] == seeds and meta["seed_kind"] == "training"
+    assert (meta["actions"], meta["noise_seed"], meta["refine"]) == ("mean", None, {"round": k})
+    saved = load_params(str(d / "params.json"), compile_policy(str(d / "policy.pol")))  # the weights kept
+    assert meta["params"]["file"] == "params.json" and meta["params"]["sha256"] == params_sha256(saved)
 
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
@@ -246,3 +269,4 @@ def test_the_model_is_told_when_the_declared_weights_were_kept():
     m.pop("keep")
     text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
     assert "fitted 520, so imitation learning did not make it worse" in text and "kept" not in text
+

@@ -294,21 +294,15 @@ class Loop:
         """Traced rollout, the closed-loop choice between the fitted and the declared weights
         (`Settings.keep`, as `polc fit --keep`), evaluation and built-in diagnostics; the
         weights kept."""
-        from polc import __version__
-        from polc.emit import sha256
-
-        from ..io.params import params_sha256, save_params
+        from ..io.params import save_params
+        from ..trace.meta import TraceMeta
 
         s, d = self.settings, self.run_dir.round_dir(k)
         self.ui.phase(k, f"rollout: {len(self.seeds)} traced episode(s)")
         t = time.monotonic()
         tp = fitted.policy.program
-        meta = {"kind": "trace", "polc_version": __version__,
-                "policy": {"name": tp.name, "file": "policy.pol", "sha256": sha256(tp), "source": tp.source},
-                "params": {"file": "params.json", "sha256": params_sha256(fitted.params)},
-                "env": {"name": self.task.env, "max_steps": self.spec.max_steps}, "seeds": self.seeds,
-                "actions": "mean", "refine": {"round": k}}
-        traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta, s)
+        meta = TraceMeta.of(tp, "policy.pol", fitted.params, "params.json", self.spec, self.seeds, refine_round=k)
+        traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta.to_json(), s)
         self._timed(m, "rollout", t)
         shown = not final and s.feedback != "none"
         m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in traced.returns],
@@ -325,9 +319,9 @@ class Loop:
                 self.ui.notice(f"round {k}: kept the declared weights: {choice.reason}")
                 fitted = with_declared(fitted, choice)
                 save_params(str(d / "params.json"), fitted.policy, fitted.params, fitted.info)
-                meta["params"]["sha256"] = params_sha256(fitted.params)
+                meta = meta.with_params(fitted.params)
                 t = time.monotonic()
-                traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta, s)
+                traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta.to_json(), s)
                 self._timed(m, "rollout", t)
                 m.update(weights=fitted.weights, rollout_returns=[round(r, 2) for r in traced.returns],
                          rollout_scores=scores.rounded(traced.scores, self.metric), resets=3 * len(self.seeds))

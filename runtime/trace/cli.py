@@ -33,6 +33,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
     from polc import __version__
 
     from .demos import demo_columns, parse_perturb, write_demos
+    from .meta import env_meta
     from ..io.table import TableWriter
 
     spec = rc.env_spec(args.env)
@@ -57,7 +58,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
             command += f" {flag} {shlex.quote(value)}"
     if perturb is not None:
         command += f" --perturb {args.perturb} --noise-seed {args.noise_seed}"
-    meta = {"kind": "demonstration", "polc_version": __version__, "env": rc.env_meta(spec), "seeds": seeds,
+    meta = {"kind": "demonstration", "polc_version": __version__, "env": env_meta(spec), "seeds": seeds,
             "command": f"{command} -o {args.output}"}
     if perturb is not None:
         meta["perturb"] = perturb.meta()
@@ -91,6 +92,7 @@ def _demos_imported(args: argparse.Namespace, spec: Any) -> int:
     from polc import __version__
 
     from .demos import demo_columns
+    from .meta import env_meta
     from .imported import TableImportError, read_minari, read_user_table
     from ..io.table import TableWriter
 
@@ -99,7 +101,7 @@ def _demos_imported(args: argparse.Namespace, spec: Any) -> int:
         raise UsageError("polc: give --from-parquet or --from-minari, not both.")
     if args.expert or args.perturb is not None:
         raise UsageError(f"polc: {flag} takes the actions from the data; give no --expert or --perturb.")
-    meta = {"kind": "demonstration", "polc_version": __version__, "env": rc.env_meta(spec), "seeds": [],
+    meta = {"kind": "demonstration", "polc_version": __version__, "env": env_meta(spec), "seeds": [],
             "source": {"parquet" if args.from_parquet else "minari": source},
             "command": f"polc demos {args.env} {flag} {shlex.quote(source)} -o {args.output}"}
     episodes = read_user_table(spec.schema, source) if args.from_parquet else read_minari(spec, source)
@@ -129,8 +131,8 @@ def _rollout_config(args: argparse.Namespace, n: int, trace: bool):
                          backend=backend)
 
 
-def _seeds(spec, n: int, start: Optional[int], evaluation: bool) -> tuple[list[int], str]:
-    """Rollout seeds and their kind: `start`, start+1, ... when given; else the first
+def _seeds(spec, n: int, start: Optional[int], evaluation: bool) -> list[int]:
+    """Rollout seeds: `start`, start+1, ... when given; else the first
     evaluation seeds with `--eval-seeds`; else the first training seeds (the range
     demonstrations come from), so that tuning on traces never sees the tracks that
     `polc eval` reports as unseen."""
@@ -146,32 +148,22 @@ def _seeds(spec, n: int, start: Optional[int], evaluation: bool) -> tuple[list[i
         seeds = eval_seeds(spec, n)
     else:
         seeds = list(spec.demo_seeds[:n])
-    kinds = {"training" if s in spec.demo_seeds else "evaluation" if s in spec.eval_seeds else "other" for s in seeds}
-    return seeds, kinds.pop() if len(kinds) == 1 else "mixed"
+    return seeds
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
-    from polc import __version__
-    from polc.emit import sha256
-
-    from ..io.params import params_sha256, structure_sha256
+    from .meta import TraceMeta
     from .rollout import TraceLayout, rollout
     from ..io.table import TableWriter
 
     spec = rc.env_spec(args.env)
     policy = rc.compile_policy(args.file)
     params = rc.params_for(policy, args.params)
-    seeds, seed_kind = _seeds(spec, args.episodes, args.seed, args.eval_seeds)
+    seeds = _seeds(spec, args.episodes, args.seed, args.eval_seeds)
     config = _rollout_config(args, len(seeds), trace=True)
     tp = policy.program
-    meta = {"kind": "trace", "polc_version": __version__,
-            "policy": {"name": tp.name, "file": args.file, "sha256": sha256(tp), "structure_sha256":
-                       structure_sha256(tp), "source": tp.source},
-            "params": {"file": args.params, "sha256": params_sha256(params)},
-            "env": rc.env_meta(spec), "seeds": seeds, "seed_kind": seed_kind,
-            "actions": "sampled" if args.sample else "mean",
-            "noise_seed": args.noise_seed if args.sample else None}
-    writer = TableWriter(rc.output_file(args.output), TraceLayout(tp, spec.schema).columns(), meta)
+    meta = TraceMeta.of(tp, args.file, params, args.params, spec, seeds, args.sample, args.noise_seed)
+    writer = TableWriter(rc.output_file(args.output), TraceLayout(tp, spec.schema).columns(), meta.to_json())
     with pool_for(args, spec, policy) as pool, \
             rc.episode_progress(ray_label("rollout", pool), len(seeds), args.quiet) as bar, rc.writing(writer):
         def done(ep) -> None:
