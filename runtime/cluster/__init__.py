@@ -8,7 +8,8 @@
     graph.py    a dependency graph of steps as Ray tasks (`polc experiment --ray`), faults bounded
 
 Ray is an optional extra (`pip install polc[ray]`): only these modules import it, and
-only when a command runs with --ray. Names are loaded on first use.
+only when a command runs with --ray. Names are loaded on first use. A refinement round's
+candidates are spread over a cluster by `refine/candidates/on_ray.py`, through `connect`.
 """
 
 import lazy_loader as lazy
