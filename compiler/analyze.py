@@ -35,15 +35,14 @@ Nothing here imports jax: `polc check` runs this.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
 from . import errors, typed as T
 from .abstract import CONST, Pass, run_cone, run_pass
 from .diagnostics import Diagnostic
-from .errors import fmt_num
 from .intervals import Interval
+from .text import bounds
 
 PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
 
@@ -124,16 +123,6 @@ def _holds(intent: T.Intent, p: Pass) -> tuple[bool, str]:
     return False, f"{intent.target} can only be bounded to {h}"
 
 
-def _constraint_text(w: T.Weight, lo: float, hi: float) -> str:
-    """What to declare, e.g. `real <= 0` or `real[3] in [0, 2]`."""
-    t = str(w.type)
-    if math.isfinite(lo) and math.isfinite(hi):
-        return f"{t} in [{fmt_num(lo)}, {fmt_num(hi)}]"
-    if math.isfinite(lo):
-        return f"{t} >= {fmt_num(lo)}"
-    return f"{t} <= {fmt_num(hi)}"
-
-
 def _deciding_weight(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> tuple[Optional[tuple[T.Weight, str]], int]:
     """A weight of either sign whose sign, once fixed, proves the intent; and
     the expression nodes evaluated looking for it. Only weights in the
@@ -150,7 +139,7 @@ def _deciding_weight(tp: T.TypedProgram, intent: T.Intent, base: Pass) -> tuple[
             p = run_cone(base, intent.target, var, restricted)
             work += p.evaluated
             if _holds(intent, p)[0]:
-                return (w, _constraint_text(w, lo, hi)), work
+                return (w, f"{w.type} {bounds(lo, hi)}"), work  # what to declare, e.g. `real <= 0`
     return None, work
 
 

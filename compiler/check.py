@@ -18,11 +18,11 @@ from typing import Optional, Sequence, Union
 
 from . import ast, errors, priors, typed as T
 from .diagnostics import Diagnostic, PolError, ice, source_lines
-from .errors import fmt_num
 from .typed import BOOL, REAL, Type
 from .check_expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
 from .consts import ConstChecker
 from .elements import element_bounds
+from .text import bounds
 
 def _const_value(e: ast.Expr, consts: Optional[dict[str, float]] = None) -> Optional[Union[float, tuple]]:
     """A weight's initial value or a prior's argument: a number or a (nested) vector literal of
@@ -83,16 +83,6 @@ def _inside(x: float, lo: float, hi: float) -> float:
     else:
         step = 0.01 * max(1.0, abs(lo if lo > -math.inf else hi))
     return lo + step if x <= lo else hi - step
-
-
-def _constraint_text(lo: float, hi: float) -> str:
-    if lo > -math.inf and hi < math.inf:
-        return f"in [{fmt_num(lo)}, {fmt_num(hi)}]"
-    if lo > -math.inf:
-        return f">= {fmt_num(lo)}"
-    if hi < math.inf:
-        return f"<= {fmt_num(hi)}"
-    return "(none)"
 
 
 def _prior_suggestion(name: str, family: str, lo: float, hi: float) -> str:
@@ -241,7 +231,7 @@ class _Checker(ExprChecker, ConstChecker):
                 self.error(errors.infinite_init(d.init.span, d.name))
                 return None
             if not lo < x < hi:
-                self.error(errors.init_outside(d.init.span, d.name, x, _constraint_text(lo, hi),
+                self.error(errors.init_outside(d.init.span, d.name, x, bounds(lo, hi),
                                                _inside(x, lo, hi)))
                 return None
         prior = self.prior(d, lo, hi, _flat(value)) if d.prior is not None else None
@@ -291,7 +281,7 @@ class _Checker(ExprChecker, ConstChecker):
         if not priors.covers(p.dist, lo):
             self.error(errors.prior_support(p.span, d.name, p.dist, support,
                                             "unconstrained" if lo == -math.inf and hi == math.inf
-                                            else "constrained " + _constraint_text(lo, hi), _prior_suggestion(d.name, p.dist, lo, hi)))
+                                            else "constrained " + bounds(lo, hi), _prior_suggestion(d.name, p.dist, lo, hi)))
             return None
         return T.Prior(p.dist, tuple(args), p.span)
 

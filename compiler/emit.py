@@ -22,6 +22,7 @@ from typing import Any, Mapping, Optional
 
 from . import priors, transforms, typed as T
 from .diagnostics import ice, source_lines
+from .text import constraint
 from .typed import TypedProgram
 
 # Names the generated module uses itself; a Pol name equal to one gets a trailing "_".
@@ -301,19 +302,13 @@ def _unconstrain_source(x: str, lo: float, hi: float) -> str:
     return x
 
 
-def _constraint_text(w: T.Weight) -> str:
-    k = transforms.kind(w.lo, w.hi)
-    return {"interval": f"in [{w.lo:g}, {w.hi:g}]", "lower": f">= {w.lo:g}", "upper": f"<= {w.hi:g}",
-            "none": "unconstrained"}[k]
-
-
 def _weights_lines(tp: TypedProgram) -> list[str]:
     lines = ["def constrain(params):",
              '    """params -> {weight name: value}: Stan\'s transforms from the unconstrained space."""',
              "    return {"]
     for w in tp.weights:
         lines.append(f"        {w.name!r}: {_constrain_source(f'params[{w.name!r}]', w.lo, w.hi)},"
-                     f"  # {_constraint_text(w)}")
+                     f"  # {constraint(w.lo, w.hi)}")
     lines += ["    }", "", "",
               "def unconstrain(values):",
               '    """{weight name: value} -> params; entries that are not weights (mlp params) pass through."""',

@@ -30,7 +30,6 @@ reduction or an mlp is computed once, into a temporary, before the statement tha
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
@@ -38,6 +37,7 @@ import numpy as np
 
 from . import typed as T
 from .c_expr import HELPERS, Emitter, Names, comment_text, dims, indices, literal, sub
+from .text import bounds
 from .typed import TypedProgram
 
 @dataclass(frozen=True)
@@ -74,16 +74,6 @@ def weight_values(tp: TypedProgram, params: Mapping[str, Any], origin: str, poli
 
 
 # ---- the files ------------------------------------------------------------------------------
-
-
-def _range_text(lo: float, hi: float) -> str:
-    if lo == -math.inf and hi == math.inf:
-        return ""
-    if hi == math.inf:
-        return f">= {lo:g}"
-    if lo == -math.inf:
-        return f"<= {hi:g}"
-    return f"in [{lo:g}, {hi:g}]"
 
 
 def _field(ctype: str, name: str, shape: tuple[int, ...], *notes: Optional[str]) -> str:
@@ -163,11 +153,11 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
             f" * Do not edit: change the .pol and regenerate with `polc compile {comment_text(tp.file)} -o {stem}.c`.",
             " * C99, float32; needs <math.h> only (link with -lm). No heap, no global mutable state.",
             " */"]
-    obs_fields = [_field("float", names.c[o.name], o.type.shape, o.doc, _range_text(o.lo, o.hi)) for o in tp.obs]
-    act_fields = [_field("float", names.c[a.name], a.type.shape, a.doc, _range_text(a.lo, a.hi)) for a in tp.actions]
+    obs_fields = [_field("float", names.c[o.name], o.type.shape, o.doc, bounds(o.lo, o.hi)) for o in tp.obs]
+    act_fields = [_field("float", names.c[a.name], a.type.shape, a.doc, bounds(a.lo, a.hi)) for a in tp.actions]
     lat_fields = [_field("int" if v.type.base == T.BOOL else "float", names.c[v.name], v.type.shape, v.doc)
                   for v in tp.latents]
-    w_fields = [_field("float", names.c[w.name], w.type.shape, w.doc, _range_text(w.lo, w.hi)) for w in tp.weights]
+    w_fields = [_field("float", names.c[w.name], w.type.shape, w.doc, bounds(w.lo, w.hi)) for w in tp.weights]
     for m in mlps:
         sizes = [m.in_size, *m.hidden, m.out or 1]
         for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):

@@ -15,6 +15,7 @@ from typing import Iterable, Optional, Sequence
 
 from .ast import Span
 from .diagnostics import Diagnostic
+from .text import number as fmt_num  # the messages' numbers; polc.text is their one home
 
 
 def _err(code: str, phase: str, span: Optional[Span], message: str, hint: Optional[str] = None,
@@ -37,16 +38,6 @@ def _close_matches(name: str, candidates: Iterable[str], n: int, cutoff: float) 
 def closest(name: str, candidates: Iterable[str]) -> Optional[str]:
     found = _close_matches(name, candidates, n=1, cutoff=0.6)
     return found[0] if found else None
-
-
-def fmt_num(x: float) -> str:
-    if x == float("inf"):
-        return "inf"
-    if x == float("-inf"):
-        return "-inf"
-    if float(x).is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:.6g}"
 
 
 def plural(n: int, word: str, words: Optional[str] = None) -> str:

@@ -67,6 +67,7 @@ from typing import Optional, Union
 
 from . import ast
 from .diagnostics import ice
+from .text import claim
 
 WIDTH = 100
 INDENT = "    "
@@ -268,15 +269,6 @@ def _range(r: Optional[ast.Range]) -> str:
     return f" >= {r.lo.text}" if r.lo is not None else f" <= {r.hi.text}"
 
 
-def _claim(c: Union[ast.MonoClaim, ast.RangeClaim]) -> str:
-    if isinstance(c, ast.MonoClaim):
-        return f"{c.target.id} {c.direction} in {c.var.id}"
-    if c.op == "in":
-        return f"{c.target.id} in [{c.lo.text}, {c.hi.text}]"
-    bound = c.lo if c.op in (">=", ">") else c.hi
-    return f"{c.target.id} {c.op} {bound.text}"
-
-
 @dataclass
 class _Parts:
     """A declaration cut at its alignment columns: `head` (keyword and name),
@@ -294,7 +286,7 @@ def _parts(d: ast.Decl) -> _Parts:
     if isinstance(d, ast.PolicyDecl):
         return _Parts(f"policy {d.name}", doc=d.doc)
     if isinstance(d, ast.ExpectDecl):
-        return _Parts(f"expect {_claim(d.claim)}", doc=d.doc)
+        return _Parts(f"expect {claim(d.claim)}", doc=d.doc)
     if isinstance(d, ast.ConstDecl):
         return _Parts(f"const {d.name}", rest=["= "] + _expr(d.expr), doc=d.doc)
     colon = f": {_type(d.type)}{_range(getattr(d, 'range', None))}" if d.type is not None else ""

@@ -28,12 +28,12 @@ Text widths are estimated for a monospace font (0.6 em per character).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Union
 
 from . import typed as T
+from .text import bounds
 
 # fill, stroke, edge colour per kind (Figure 2's palette)
 PALETTE = {
@@ -60,26 +60,10 @@ class Edge:
     std_only: bool  # read only by an action's noise std (drawn dashed)
 
 
-def _num(x: float) -> str:
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:g}"
-
-
-def _bounds(lo: float, hi: float) -> str:
-    if math.isinf(lo) and math.isinf(hi):
-        return ""
-    if math.isinf(hi):
-        return f" \u2265 {_num(lo)}"
-    if math.isinf(lo):
-        return f" \u2264 {_num(hi)}"
-    return f" in [{_num(lo)}, {_num(hi)}]"
-
-
 def _label(d: Union[T.Obs, T.Weight, T.Latent, T.Action]) -> str:
     text = str(d.type)
     if isinstance(d, (T.Obs, T.Weight, T.Action)):
-        text += _bounds(d.lo, d.hi)
+        text = f"{text} {bounds(d.lo, d.hi)}".rstrip()
     if isinstance(d, T.Weight) and d.prior is not None:
         text += f" ~ {d.prior}"
     if isinstance(d, (T.Latent, T.Action)):

@@ -11,13 +11,13 @@ for completion.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from polc import ast, errors
 from polc.diagnostics import Diagnostic, PolError
+from polc.text import claim as claim_text, constraint as constraint_text, number
 
 from .builtins import FUNCTIONS, KEYWORDS
 
@@ -238,24 +238,10 @@ def sign_of(lo: float, hi: float) -> str:
     return "either sign"
 
 
-def _range_text(lo, hi) -> str:
-    try:
-        lo, hi = float(lo), float(hi)
-    except (TypeError, ValueError):  # a range per element: shown as the compiler holds it
-        return f"[{lo}, {hi}]"
-    if math.isinf(lo) and math.isinf(hi):
-        return "unbounded"
-    if math.isinf(hi):
-        return f">= {errors.fmt_num(lo)}"
-    if math.isinf(lo):
-        return f"<= {errors.fmt_num(hi)}"
-    return f"[{errors.fmt_num(lo)}, {errors.fmt_num(hi)}]"
-
-
 def _value_text(v) -> str:
     if isinstance(v, tuple):
         return "[" + ", ".join(_value_text(x) for x in v) + "]"
-    return errors.fmt_num(float(v)) if not isinstance(v, bool) else str(v).lower()
+    return number(v) if not isinstance(v, bool) else str(v).lower()
 
 
 def _proved(doc: Document, key: str) -> list[str]:
@@ -275,12 +261,12 @@ def hover_name(doc: Document, name: str) -> str:
     lines = [f"**{sym.kind}** `{name}`" + (f" : `{type_text}`" if type_text else "")]
     if t is not None and hasattr(t, "lo") and hasattr(t, "hi"):
         label = "constraint" if sym.kind == "weight" else "declared range"
-        lines.append(f"{label}: `{_range_text(t.lo, t.hi)}`")
+        lines.append(f"{label}: `{constraint_text(t.lo, t.hi)}`")
     if t is not None and sym.kind == "const":
         lines.append(f"value: `{_value_text(t.value)}`")
     if t is not None and getattr(t, "bounds", None) is not None:
         lines.append("per element" + (" (flat index)" if len(t.type.shape) > 1 else "") + ": "
-                     + ", ".join(f"{run} `{_range_text(lo, hi)}`" for run, lo, hi in _runs(t.bounds)))
+                     + ", ".join(f"{run} `{constraint_text(lo, hi)}`" for run, lo, hi in _runs(t.bounds)))
     if t is not None and sym.kind == "weight":
         lines.append(f"initial value: `{_value_text(t.init)}`")
         if getattr(t, "prior", None) is not None:
@@ -320,7 +306,7 @@ def _ast_type(decl) -> str:
 def hover_intent(decl: ast.ExpectDecl, result) -> str:
     """Markdown: the intent's verdict and what decided it (the proof, the witness, the deciding weight)."""
     claim = decl.claim
-    head = f"**expect** `{_claim_text(claim)}`"
+    head = f"**expect** `{claim_text(claim)}`"
     if result is None:
         return head + "  \nverdict: not analysed (the program has errors)"
     out = [head, f"verdict: **{result.status}**", result.detail]
@@ -329,15 +315,6 @@ def hover_intent(decl: ast.ExpectDecl, result) -> str:
     if decl.doc:
         out += ["", decl.doc]
     return "  \n".join(out)
-
-
-def _claim_text(claim) -> str:
-    if isinstance(claim, ast.MonoClaim):
-        return f"{claim.target.id} {claim.direction} in {claim.var.id}"
-    if claim.op == "in":
-        return f"{claim.target.id} in [{claim.lo.text}, {claim.hi.text}]"
-    bound = claim.lo if claim.op in (">=", ">") else claim.hi
-    return f"{claim.target.id} {claim.op} {bound.text}"
 
 
 def hover_builtin(word: str) -> Optional[str]:

@@ -29,6 +29,7 @@ from pygls.lsp.server import LanguageServer
 
 from polc import __version__, ast
 from polc.diagnostics import Diagnostic
+from polc.text import claim
 
 from . import document as D
 from . import framing
@@ -324,7 +325,7 @@ def document_symbols(ls: PolServer, params: L.DocumentSymbolParams) -> list[L.Do
     for d in doc.tree.decls:
         if isinstance(d, ast.ExpectDecl):
             r = ls.range(lines, d.span)
-            out.append(L.DocumentSymbol(name="expect " + D._claim_text(d.claim), kind=L.SymbolKind.Boolean,
+            out.append(L.DocumentSymbol(name="expect " + claim(d.claim), kind=L.SymbolKind.Boolean,
                                         range=r, selection_range=r, detail="intent"))
             continue
         if isinstance(d, ast.PolicyDecl):

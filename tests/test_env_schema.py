@@ -14,6 +14,7 @@ import pytest
 import polc
 from polc.diagnostics import render
 from polc.runtime.envs import get, names
+from polc.runtime.envs import schema
 from polc.runtime.envs.schema import Field
 from polc.runtime.envs import check_against_env
 
@@ -143,6 +144,18 @@ def test_narrower_observation_range_is_a_warning():
                                 '"car_racing" only guarantees [0, 1.5]')
     assert d.hint == "Declare the environment's range: `obs speed : real in [0, 1.5]`."
     assert span_text(d, source) == "speed"
+
+
+def test_a_half_open_field_is_suggested_as_pol_declares_it():
+    """A field bounded on one side is suggested as `real >= 0` (Pol has no `in [0, inf]`),
+    and listed the same way."""
+    gap = Field("gap", (), 0.0, math.inf, "distance ahead")
+    d = schema.obs_range_narrower(None, "gap", 1.0, 2.0, gap, "toy")
+    assert d.message.startswith('The observation "gap" is declared in [1, 2], but environment "toy" '
+                                "only guarantees [0, inf]")
+    assert d.hint == "Declare the environment's range: `obs gap : real >= 0`."
+    assert gap.describe() == "gap >= 0"
+    assert Field("free", (2,), -math.inf, math.inf, "").describe() == "free[2]"
 
 
 def test_wider_or_absent_observation_ranges_are_fine():

@@ -231,14 +231,14 @@ def test_hover_on_a_latent_shows_its_proved_range_and_sign(lsp):
     assert "proved range: `[0, 3]` (sign: nonnegative)" in shown
     assert "rear wheels outrunning the car" in shown
     obs = hover(lsp, uri, position_of(text, "obs speed ", 5))
-    assert "**obs** `speed` : `real`" in obs and "declared range: `[0, 1.5]`" in obs
+    assert "**obs** `speed` : `real`" in obs and "declared range: `in [0, 1.5]`" in obs
 
 
 def test_hover_on_an_action_and_a_builtin(lsp):
     text = CAR.read_text(encoding="utf-8")
     uri = lsp.open(text, CAR)
     steer = hover(lsp, uri, position_of(text, "action steer", 8))
-    assert "**action** `steer` : `real`" in steer and "declared range: `[-1, 1]`" in steer
+    assert "**action** `steer` : `real`" in steer and "declared range: `in [-1, 1]`" in steer
     assert "std: `[" in steer
     assert "`clip(x, lo, hi)`" in hover(lsp, uri, position_of(text, "clip(steer_cmd", 1))
 
@@ -543,7 +543,7 @@ def test_constants_and_element_ranges_in_hover_outline_and_completion(lsp, tmp_p
     assert "**const** `lookahead` : `real`" in const and "value: `6`" in const
     state = hover(lsp, uri, position_of(NEW_SYNTAX, "obs state", 5))
     assert "declared range: `unbounded`" in state  # element 1 has no range
-    assert "per element: 0 `[0, 1.5]`, 1 `unbounded`, 2-5 `[0, 3]`" in state
+    assert "per element: 0 `in [0, 1.5]`, 1 `unbounded`, 2-5 `in [0, 3]`" in state
     tiles = hover(lsp, uri, position_of(NEW_SYNTAX, "obs tiles", 5))
     assert "`real[6, 4]`" in tiles
     symbols = lsp.run(lsp.client.text_document_document_symbol_async(L.DocumentSymbolParams(doc_id(uri))))

@@ -85,7 +85,7 @@ def test_fmt_keeps_priors_and_is_idempotent():
 
 def test_graph_and_json_show_the_prior():
     tp = polc.loads(SRC, "p.pol").typed
-    assert "real ≥ 0 ~ normal(0.3, 0.1)" in to_dot(tp)
+    assert "real &gt;= 0 ~ normal(0.3, 0.1)" in to_dot(tp)
     nodes = {n["name"]: n for n in json.loads(emit_json(tp))["nodes"]}
     assert nodes["gains"]["prior"] == {"family": "lognormal", "args": [0.0, 0.5]}
     assert nodes["bias"]["prior"] is None

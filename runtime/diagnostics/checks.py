@@ -16,6 +16,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 import numpy as np
 
 from polc import reference, typed as T
+from polc.text import number
 from polc.typed import TypedProgram
 
 from .base import Finding, Params, Steps
@@ -31,15 +32,8 @@ class CheckOut(NamedTuple):
 
 
 def num(x: Any) -> str:
-    """A number for a sentence: 3 significant digits, integers plain."""
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == int(x) and abs(x) < 1e6:
-        return str(int(x))
-    return f"{x:.3g}"
+    """A number for a sentence: polc.text.number with 3 significant digits."""
+    return number(x, 3)
 
 
 def pct(frac: float) -> str:

@@ -20,7 +20,8 @@ from typing import Iterable, Optional, Sequence
 from polc.ast import Span
 from polc.diagnostics import Diagnostic
 from polc.echo import check_echoes
-from polc.errors import closest, fmt_num, fmt_shape
+from polc.errors import closest, fmt_shape
+from polc.text import bounds, interval
 from polc.typed import TypedProgram
 
 _PHASE = "Environment"
@@ -46,9 +47,9 @@ class Field:
         return math.prod(self.shape)
 
     def describe(self) -> str:
-        """`speed in [0, 1.5]`, `tiles[12, 4] in [-10, 10]`."""
+        """`speed in [0, 1.5]`, `tiles[12, 4] in [-10, 10]`, `gap >= 0`."""
         dims = "" if not self.shape else "[" + ", ".join(map(str, self.shape)) + "]"
-        return f"{self.name}{dims} in [{fmt_num(self.lo)}, {fmt_num(self.hi)}]"
+        return f"{self.name}{dims} {bounds(self.lo, self.hi)}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,6 @@ def _listing(fields: Iterable[Field]) -> str:
     return ", ".join(f.describe() for f in fields)
 
 
-def _range(lo: float, hi: float) -> str:
-    return f"[{fmt_num(lo)}, {fmt_num(hi)}]"
-
-
 def unknown_env(name: str, known: Sequence[str]) -> Diagnostic:
     near = closest(name, known)
     msg = f'There is no environment "{name}".' + (f' Did you mean "{near}"?' if near else "")
@@ -125,14 +122,14 @@ def _dims(field: Field) -> str:
 def _decl(kind: str, field: Field) -> str:
     """The declaration that matches `field`, as Pol source in backquotes."""
     rhs = " = ..." if kind == "action" else ""
-    return f"`{kind} {field.name} : real{_dims(field)} in {_range(field.lo, field.hi)}{rhs}`"
+    return f"`{kind} {field.name} : {f'real{_dims(field)} {bounds(field.lo, field.hi)}'.rstrip()}{rhs}`"
 
 
 def obs_range_narrower(span: Optional[Span], name: str, lo: float, hi: float, field: Field,
                        env: str) -> Diagnostic:
     return _warn("W0503", span,
-                 f'The observation "{name}" is declared in {_range(lo, hi)}, but environment "{env}" '
-                 f"only guarantees {_range(field.lo, field.hi)}, so the analysis reasons from a range "
+                 f'The observation "{name}" is declared in {interval(lo, hi)}, but environment "{env}" '
+                 f"only guarantees {interval(field.lo, field.hi)}, so the analysis reasons from a range "
                  "the observations can leave.",
                  f"Declare the environment's range: {_decl('obs', field)}.")
 
@@ -165,10 +162,10 @@ def action_shape(span: Optional[Span], name: str, declared: tuple[int, ...], fie
 
 def action_range_outside(span: Optional[Span], name: str, lo: float, hi: float, field: Field,
                          env: str) -> Diagnostic:
-    declared = "has no declared range" if math.isinf(lo) and math.isinf(hi) else f"is declared in {_range(lo, hi)}"
+    declared = "has no declared range" if math.isinf(lo) and math.isinf(hi) else f"is declared in {interval(lo, hi)}"
     return _err("E0507", span,
                 f'The action "{name}" {declared}, which is not inside the range '
-                f'{_range(field.lo, field.hi)} that environment "{env}" accepts.',
+                f'{interval(field.lo, field.hi)} that environment "{env}" accepts.',
                 f"Declare a range inside the environment's, e.g. {_decl('action', field)}; "
                 "the declared range is where the action is clipped.")
 

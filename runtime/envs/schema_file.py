@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Optional
 
+from polc.text import interval
+
 from .errors import SchemaFileError
 
 FIELD_KEYS = ("index", "range", "doc", "unit", "echoes")
@@ -259,12 +261,6 @@ def _metric(path: str, lines: _Lines, value: Any) -> Optional[dict]:
     return dict(value)
 
 
-def _fmt(x: float) -> str:
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.6g}"
-
-
 def starter_toml(env: str, obs: list[tuple[str, Any, float, float, str]],
                  actions: list[tuple[str, Any, float, float, str]]) -> str:
     """A schema file to start from: one table per (name, index, lo, hi, doc)."""
@@ -273,9 +269,9 @@ def starter_toml(env: str, obs: list[tuple[str, Any, float, float, str]],
         for name, index, lo, hi, doc in rows:
             out += [f"[{kind}.{name}]", f"index = {index}"]
             if math.isfinite(lo) and math.isfinite(hi):
-                out.append(f"range = [{_fmt(lo)}, {_fmt(hi)}]")
+                out.append(f"range = {interval(lo, hi)}")
             else:
-                out.append(f"# range = [lo, hi]   (the space gives [{_fmt(lo)}, {_fmt(hi)}])")
+                out.append(f"# range = [lo, hi]   (the space gives {interval(lo, hi)})")
             out += [f'doc = "{doc}"', ""]
         return out
 

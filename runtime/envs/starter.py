@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from polc.errors import fmt_num
+from polc.text import bounds, number as fmt_num
 from polc.fmt import format_text
 
 from .schema import EnvSchema, Field
@@ -28,15 +28,7 @@ def _quote(text: str) -> str:
 
 def _type(f: Field) -> str:
     dims = "" if not f.shape else "[" + ", ".join(map(str, f.shape)) + "]"
-    if math.isinf(f.lo) and math.isinf(f.hi):
-        rng = ""
-    elif math.isinf(f.hi):
-        rng = f" >= {fmt_num(f.lo)}"
-    elif math.isinf(f.lo):
-        rng = f" <= {fmt_num(f.hi)}"
-    else:
-        rng = f" in [{fmt_num(f.lo)}, {fmt_num(f.hi)}]"
-    return f"real{dims}{rng}"
+    return f"real{dims} {bounds(f.lo, f.hi)}".rstrip()
 
 
 MAX_WEIGHTS_PER_PAIR = 64  # an observation larger than this (an image) enters by its mean

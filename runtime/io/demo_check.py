@@ -23,6 +23,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from polc.text import interval
 from polc.typed import TypedProgram
 
 from .table import Table, TableError
@@ -97,10 +98,6 @@ def _outside(name: str, v: np.ndarray, lo: float, hi: float) -> Optional[OutOfRa
                       float(np.nanmax(inside)), by, int(huge.sum()))
 
 
-def _range_text(lo: float, hi: float) -> str:
-    return f"[{lo:g}, {hi:g}]"
-
-
 def range_report(found: Sequence[OutOfRange], rows: int, what: str = "the demonstration") -> str:
     """`found` as one line per column under a header sentence ('' when nothing was found)."""
     if not found:
@@ -112,9 +109,9 @@ def range_report(found: Sequence[OutOfRange], rows: int, what: str = "the demons
         span = f"values from {f.low:.4g} to {f.high:.4g}"
         if f.huge:
             lines.append(f"  - {f.column}: {share} reach 1e30 in magnitude ({f.huge} value(s)); {span}, declared "
-                         f"{_range_text(f.lo, f.hi)}")
+                         f"{interval(f.lo, f.hi)}")
         else:
-            lines.append(f"  - {f.column}: {share} outside {_range_text(f.lo, f.hi)}, by up to {f.by:.4g}; {span}")
+            lines.append(f"  - {f.column}: {share} outside {interval(f.lo, f.hi)}, by up to {f.by:.4g}; {span}")
     return "\n".join(lines)
 
 

@@ -9,12 +9,11 @@ and the history of earlier rounds.
 from __future__ import annotations
 
 import io
-import math
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from polc.errors import fmt_num
+from polc.text import bounds
 
 
 def _dims(shape: Sequence[int]) -> str:
@@ -22,13 +21,7 @@ def _dims(shape: Sequence[int]) -> str:
 
 
 def _range(lo: float, hi: float) -> str:
-    if math.isinf(lo) and math.isinf(hi):
-        return ""
-    if math.isinf(hi):
-        return f" >= {fmt_num(lo)}"
-    if math.isinf(lo):
-        return f" <= {fmt_num(hi)}"
-    return f" in [{fmt_num(lo)}, {fmt_num(hi)}]"
+    return f" {bounds(lo, hi)}".rstrip()
 
 
 def env_fields(fields: Sequence[Any]) -> str:

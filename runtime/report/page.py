@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from polc.graph import PALETTE
+from polc.text import number
 
 # Series colours: the first two are matplotlib's C0 and C3, as the run's own PNGs use them.
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f")
@@ -33,16 +34,12 @@ def esc(text: object) -> str:
 
 
 def num(x: Optional[float], digits: int = 4) -> str:
-    """A number as people read it: `digits` significant digits, no exponent unless needed."""
+    """A table cell's number (polc.text.number with `digits` significant digits); `-` for a missing one."""
     if x is None:
         return "-"
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return str(x)
-    if not math.isfinite(x):
-        return str(x)
-    if x == int(x) and abs(x) < 1e9:
-        return str(int(x))
-    return f"{x:.{digits}g}"
+    return number(x, digits)
 
 
 def png(data: bytes, alt: str) -> str:

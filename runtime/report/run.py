@@ -15,11 +15,12 @@ the page is drawn. Files of a run are read, never written.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from polc.text import constraint
 
 from . import page
 from .page import Chart, ReportError, Series, esc, num
@@ -190,17 +191,6 @@ def _program(text: str, file: str) -> tuple[Optional[Any], Optional[str]]:
         return None, f"{file} does not pass polc check:\n" + polc.render_all(e.diagnostics, text)
 
 
-def _constraint(w: Any) -> str:
-    lo, hi = w.lo, w.hi
-    if math.isinf(lo) and math.isinf(hi):
-        return "none"
-    if math.isinf(hi):
-        return f">= {num(lo)}"
-    if math.isinf(lo):
-        return f"<= {num(hi)}"
-    return f"in [{num(lo)}, {num(hi)}]"
-
-
 def pinned(w: Any, value: Any) -> list[str]:
     """The bounds (with the element) that a fitted weight sits on, by the diagnostics' rule
     (polc.runtime.diagnostics.checks.at_bounds)."""
@@ -219,7 +209,7 @@ def weights_table(program: Any, params: Optional[dict]) -> str:
         shown = json.dumps(value) if value is not None else "(not fitted)"
         cell = esc(shown) + "".join(f'<br><span class="pinned">pinned: {esc(m)}</span>' for m in marks)
         prior = str(w.prior) if w.prior is not None else ""
-        rows.append([esc(w.name), cell, esc(_constraint(w)), esc(json.dumps(w.init)), esc(prior), esc(w.doc or "")])
+        rows.append([esc(w.name), cell, esc(constraint(w.lo, w.hi)), esc(json.dumps(w.init)), esc(prior), esc(w.doc or "")])
     if not rows:
         return "<p>This structure declares no weights.</p>"
     fit = (params or {}).get("fit") if isinstance(params, dict) else None

@@ -6,12 +6,13 @@ same pieces per round.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from . import page
+from polc.text import constraint
+
 from .page import Chart, Series, esc, num
 
 MAX_POINTS = 2000  # per plotted line: an episode longer than this is thinned evenly (the read-out says which step)
@@ -72,16 +73,6 @@ def latent_charts(traces: Sequence[tuple[str, Any]], names: Sequence[str]) -> st
     return "".join(out) or page.missing("No scalar latent or action mean to plot in these traces.")
 
 
-def _range(lo: float, hi: float) -> str:
-    if math.isinf(lo) and math.isinf(hi):
-        return ""
-    if math.isinf(hi):
-        return f">= {num(lo)}"
-    if math.isinf(lo):
-        return f"<= {num(hi)}"
-    return f"[{num(lo)}, {num(hi)}]"
-
-
 def columns_table(table: Any) -> str:
     """Every column: kind, shape, doc, the declared range and the range seen in the trace
     (a value outside the declared range is marked)."""
@@ -100,7 +91,7 @@ def columns_table(table: Any) -> str:
             seen = f"true at {100 * float(np.mean(table.column(name))):.0f}% of steps" if table.num_rows else ""
         shape = "x".join(map(str, spec.shape)) if spec.shape else "scalar"
         cell = f'<span class="outside">{esc(seen)} (outside the declared range)</span>' if outside else esc(seen)
-        rows.append([esc(name), esc(f"{spec.dtype} {shape}"), esc(spec.doc or ""), esc(_range(spec.lo, spec.hi)), cell])
+        rows.append([esc(name), esc(f"{spec.dtype} {shape}"), esc(spec.doc or ""), esc(constraint(spec.lo, spec.hi)), cell])
     return page.table(["column", "type", "doc", "declared range", "seen"], rows, raw=True)
 
 
