@@ -123,3 +123,18 @@ def test_starters_leave_a_hidden_field_out(task):
     pol = starter_pol(schema, str(task / "env.toml"))
     assert "# obs gain is left out: it is hidden (privileged" in pol and "obs gain" not in pol.replace("# obs gain", "")
     assert "gain" not in task_md(str(task / "env.toml"), schema)
+
+
+def test_the_partially_observed_pendulum_refuses_the_full_pendulums_policy(capsys):
+    """docs/environments.md's example: examples/pendulum/initial.pol reads th_dot, which
+    examples/pendulum_partial/env.toml hides; that folder's own initial.pol checks."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    env = str(root / "pendulum_partial" / "env.toml")
+    code, _, err = polc(capsys, "check", "--env", env, str(root / "pendulum" / "initial.pol"))
+    assert code == 1 and "[E0510]" in err and "line 8, column 5 to column 11" in err
+    assert 'Hint: Remove the declaration and estimate "th_dot" from what the policy observes: cos_th in [-1, 1], ' \
+           "sin_th in [-1, 1]." in err
+    code, _, err = polc(capsys, "check", "--env", env, str(root / "pendulum_partial" / "initial.pol"))
+    assert code == 0, err
