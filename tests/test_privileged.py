@@ -14,8 +14,8 @@ from polc.runtime.io.table import read_table
 from test_gym_env import POLICY, SCHEMA
 from toy_cli import polc
 
-HIDDEN = SCHEMA.replace("FlatReach-v0\"\n", "FlatReach-v0\"\nmax_steps = 20\n").replace("[actions.push]", '[obs.gain]\nindex = 3\ndoc = "actuator gain"\nhidden = true\n\n'
-                                          "[actions.push]")
+HIDDEN = (SCHEMA.replace("FlatReach-v0\"\n", "FlatReach-v0\"\nmax_steps = 20\n")
+          .replace("[actions.push]", '[obs.gain]\nindex = 3\ndoc = "actuator gain"\nhidden = true\n\n[actions.push]'))
 
 # An expert that needs the hidden gain: the push that moves the mass by the same amount whatever
 # the gain is. Without `hidden` fields it failed with a KeyError on "gain".
@@ -39,15 +39,11 @@ def test_a_hidden_field_is_in_the_schema_but_not_for_the_policy(task):
     assert schema.obs_field("gain").hidden and not schema.obs_field("pos").hidden
 
 
-def test_a_schema_without_hidden_fields_keeps_its_version():
+def test_a_schema_without_hidden_fields_keeps_its_version(tmp_path):
     """The version hash (in every params file and trace) is what it was before `hidden` existed."""
-    import tempfile, os
-
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "s.toml")
-        with open(path, "w") as f:
-            f.write(SCHEMA)
-        assert resolve(path).schema.version.endswith("schema 34bfe5530018")
+    path = tmp_path / "s.toml"
+    path.write_text(SCHEMA)
+    assert resolve(str(path)).schema.version.endswith("schema 34bfe5530018")
 
 
 @pytest.mark.slow  # about 2 s on 2 shared cores (a run through the CLI)

@@ -231,10 +231,10 @@ def _inside(lo: float, hi: float, outer_lo: float, outer_hi: float) -> bool:
 def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnostic]:
     """Diagnostics for the program's `obs` and `action` declarations against `schema`.
 
-    Observations: each declared one must exist (E0501) with the same shape
-    (E0502); a declared range narrower than the environment's is a warning
-    (W0503), and not be hidden (E0510: privileged, for the expert and the trace). Actions: every environment action must be declared (E0504), no
-    unknown ones (E0505), same shapes (E0506), declared range inside the
+    Observations: each declared one must exist (E0501), not be hidden (E0510:
+    privileged, for the expert and the trace), with the same shape (E0502); a
+    declared range narrower than the environment's is a warning (W0503). Actions:
+    every environment action must be declared (E0504), no unknown ones (E0505), same shapes (E0506), declared range inside the
     environment's (E0507). Echoes: an action whose mean reads an observation
     that echoes an action (W0509, at the read)."""
     spans, header = _name_spans(tp)
@@ -263,6 +263,7 @@ def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnosti
             out.append(action_shape(span, a.name, tuple(a.type.shape), f, schema.name))
         elif not _inside(a.lo, a.hi, f.lo, f.hi):
             out.append(action_range_outside(span, a.name, a.lo, a.hi, f, schema.name))
-    known = {o.name for o in tp.obs if schema.obs_field(o.name) is not None and not schema.obs_field(o.name).hidden}
+    readable = {f.name for f in schema.policy_obs()}
+    known = {o.name for o in tp.obs if o.name in readable}
     out += check_echoes(tp, {o: a for o, a in schema.echoes().items() if o in known})
     return out
