@@ -58,6 +58,7 @@ class Slot:
     doc: str
     clip: bool  # clip observations to [lo, hi] (a range narrower than the space's)
     echoes: tuple[str, ...] = ()  # the actions this observation echoes (the file's `echoes`)
+    hidden: bool = False  # privileged: in the env's observation dict (expert, trace), never a policy's input
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Layout:
     act_high: tuple[float, ...] = ()
 
     def fields(self) -> tuple[tuple[Field, ...], tuple[Field, ...]]:
-        return (tuple(Field(s.name, s.shape, s.lo, s.hi, s.doc, s.echoes) for s in self.obs),
+        return (tuple(Field(s.name, s.shape, s.lo, s.hi, s.doc, s.echoes, s.hidden) for s in self.obs),
                 tuple(Field(s.name, s.shape, s.lo, s.hi, s.doc) for s in self.actions))
 
 
@@ -121,7 +122,7 @@ def _slot_from_entry(e: FieldEntry, space: gym.spaces.Box, path: str, kind: str,
                                             f'[{blo:g}, {bhi:g}] that "{env_id}" accepts')
     shape = () if e.scalar else (stop - start,)
     return Slot(e.name, start, stop, shape, lo, hi, e.doc, clip=e.lo is not None or e.hi is not None,
-                echoes=e.echoes)
+                echoes=e.echoes, hidden=e.hidden)
 
 
 def _dict_slots(space: gym.spaces.Dict, entries: Sequence[FieldEntry], path: Optional[str], kind: str,
@@ -149,7 +150,8 @@ def _dict_slots(space: gym.spaces.Dict, entries: Sequence[FieldEntry], path: Opt
                                                           f'inside the bounds [{lo:g}, {hi:g}] of "{env_id}"')
             lo, hi = e.lo, e.hi
         out.append(Slot(key, None, None, tuple(sub.shape), lo, hi, e.doc if e is not None else key,
-                        clip=e is not None and e.lo is not None, echoes=e.echoes if e is not None else ()))
+                        clip=e is not None and e.lo is not None, echoes=e.echoes if e is not None else (),
+                        hidden=e is not None and e.hidden))
     return tuple(out)
 
 
@@ -351,7 +353,11 @@ def _kwarg_problems(env_id: str, kwargs: Mapping[str, Any]) -> list[tuple[str, s
 
 
 def _version(layout: Layout, kwargs: Mapping[str, Any]) -> str:
-    blob = json.dumps([dataclasses.asdict(layout), sorted(kwargs.items(), key=lambda kv: kv[0])],
+    plain = dataclasses.asdict(layout)
+    for slot in plain["obs"] + plain["actions"]:  # without hidden fields: the version it had before they existed
+        if not slot["hidden"]:
+            del slot["hidden"]
+    blob = json.dumps([plain, sorted(kwargs.items(), key=lambda kv: kv[0])],
                       default=str, sort_keys=True)
     return f"gymnasium {gym.__version__}, schema {hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 

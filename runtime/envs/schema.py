@@ -8,7 +8,7 @@ style of `polc.errors` (one sentence and a hint). Codes: E0500 unknown
 environment, E0501-E0502 observations, W0503 observation range, E0504-E0507
 actions, E0508 an environment that cannot be loaded (a bad schema file), W0509
 an action that reads an observation echoing an action (`polc.echo`, from the
-schema's `echoes`).
+schema's `echoes`), E0510 a policy that declares a hidden (privileged) observation.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ class Field:
     # own state, e.g. the wheels' angle after `steer`) that on a demonstration it
     # predicts them almost perfectly. `polc check --env` warns when an action reads it (W0509).
     echoes: tuple[str, ...] = ()
+    # Privileged: in the environment's observation dict, so an expert and a trace read it, but
+    # no policy may declare it (E0510): e.g. the velocity of a partially observed pendulum.
+    hidden: bool = False
 
     @property
     def size(self) -> int:
@@ -67,6 +70,10 @@ class EnvSchema:
 
     def action_field(self, name: str) -> Optional[Field]:
         return next((f for f in self.actions if f.name == name), None)
+
+    def policy_obs(self) -> tuple[Field, ...]:
+        """The observations a policy may declare (all but the hidden ones)."""
+        return tuple(f for f in self.obs if not f.hidden)
 
     def echoes(self) -> dict[str, tuple[str, ...]]:
         """{observation: the actions it echoes}, for the observations that echo one."""
@@ -100,11 +107,20 @@ def env_unusable(name: str, reason: str) -> Diagnostic:
 
 
 def obs_missing(span: Optional[Span], name: str, schema: EnvSchema) -> Diagnostic:
-    near = closest(name, [f.name for f in schema.obs])
+    offered = schema.policy_obs()
+    near = closest(name, [f.name for f in offered])
     msg = f'The environment "{schema.name}" has no observation "{name}".'
     if near:
         msg += f' Did you mean "{near}"?'
-    return _err("E0501", span, msg, "It offers: " + _listing(schema.obs) + ".")
+    return _err("E0501", span, msg, "It offers: " + _listing(offered) + ".")
+
+
+def obs_hidden(span: Optional[Span], name: str, schema: EnvSchema) -> Diagnostic:
+    return _err("E0510", span,
+                f'The observation "{name}" of environment "{schema.name}" is privileged (hidden = true): '
+                "the expert and the trace see it, a policy does not.",
+                f'Remove the declaration and estimate "{name}" from what the policy observes: '
+                + _listing(schema.policy_obs()) + ".")
 
 
 def obs_shape(span: Optional[Span], name: str, declared: tuple[int, ...], field: Field,
@@ -212,10 +228,10 @@ def _inside(lo: float, hi: float, outer_lo: float, outer_hi: float) -> bool:
 def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnostic]:
     """Diagnostics for the program's `obs` and `action` declarations against `schema`.
 
-    Observations: each declared one must exist (E0501) with the same shape
-    (E0502); a declared range narrower than the environment's is a warning
-    (W0503). Actions: every environment action must be declared (E0504), no
-    unknown ones (E0505), same shapes (E0506), declared range inside the
+    Observations: each declared one must exist (E0501), not be hidden (E0510:
+    privileged, for the expert and the trace), with the same shape (E0502); a
+    declared range narrower than the environment's is a warning (W0503). Actions:
+    every environment action must be declared (E0504), no unknown ones (E0505), same shapes (E0506), declared range inside the
     environment's (E0507). Echoes: an action whose mean reads an observation
     that echoes an action (W0509, at the read)."""
     spans, header = _name_spans(tp)
@@ -225,6 +241,8 @@ def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnosti
         f = schema.obs_field(o.name)
         if f is None:
             out.append(obs_missing(span, o.name, schema))
+        elif f.hidden:
+            out.append(obs_hidden(span, o.name, schema))
         elif tuple(o.type.shape) != f.shape:
             out.append(obs_shape(span, o.name, tuple(o.type.shape), f, schema.name))
         elif not _inside(f.lo, f.hi, o.lo, o.hi):
@@ -242,6 +260,7 @@ def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnosti
             out.append(action_shape(span, a.name, tuple(a.type.shape), f, schema.name))
         elif not _inside(a.lo, a.hi, f.lo, f.hi):
             out.append(action_range_outside(span, a.name, a.lo, a.hi, f, schema.name))
-    known = {o.name for o in tp.obs if schema.obs_field(o.name) is not None}
+    readable = {f.name for f in schema.policy_obs()}
+    known = {o.name for o in tp.obs if o.name in readable}
     out += check_echoes(tp, {o: a for o, a in schema.echoes().items() if o in known})
     return out

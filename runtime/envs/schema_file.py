@@ -10,6 +10,7 @@ observation and action spaces for Pol (`--schema FILE.toml`, or a task folder's
     doc = "horizontal position"
     unit = "m"                             # optional, appended to the doc
     # echoes = "main"                      # optional, [obs] only: the action(s) it echoes (W0509)
+    # hidden = true                        # optional, [obs] only: privileged, for the expert and the trace
     [actions.main]
     index = 0
 
@@ -33,7 +34,7 @@ from polc.text import interval
 
 from .errors import SchemaFileError
 
-FIELD_KEYS = ("index", "range", "doc", "unit", "echoes")
+FIELD_KEYS = ("index", "range", "doc", "unit", "echoes", "hidden")
 TOP_KEYS = ("env", "kwargs", "max_steps", "solved_at", "metric", "obs", "actions")
 MAX_STEPS = 1_000_000  # an episode's step limit: past this one episode would run for hours
 METRIC_KEYS = ("function", "name", "reduce", "higher_is_better", "doc", "unit")
@@ -52,6 +53,7 @@ class FieldEntry:
     line: int  # of the table header
     key_lines: tuple[tuple[str, int], ...] = ()  # (key, line) of each key written
     echoes: tuple[str, ...] = ()  # `echoes = "steer"` or ["gas", "brake"]: the actions it echoes
+    hidden: bool = False  # `hidden = true`: privileged (the expert and the trace read it, a policy may not)
 
     def line_of(self, key: str) -> int:
         """The line of `key` in this table (the header's when it is not written)."""
@@ -159,8 +161,17 @@ def _entry(path: str, lines: _Lines, kind: str, name: str, value: Any) -> FieldE
     if unit:
         doc = f"{doc} [{unit}]" if doc else f"[{unit}]"
     echoes = _echoes(value.get("echoes", ()), kind, table, err)
+    hidden = value.get("hidden", False)
+    if not isinstance(hidden, bool):
+        raise err("hidden", f"hidden of [{table}] must be true or false, not {hidden!r:.40}")
+    if hidden and kind != "obs":
+        raise err("hidden", f"hidden belongs in an [obs] table (an observation only the expert and the trace "
+                            f"see), not [{table}]: every action is the policy's")
+    if hidden and echoes:
+        raise err("hidden", f"[{table}] is both hidden and echoes an action; a policy never reads a hidden "
+                            "field, so drop echoes")
     key_lines = tuple((k, lines.of(table, k) or line or 0) for k in value)
-    return FieldEntry(name, index, scalar, lo, hi, doc, line or 0, key_lines, echoes)
+    return FieldEntry(name, index, scalar, lo, hi, doc, line or 0, key_lines, echoes, hidden)
 
 
 def _echoes(raw: Any, kind: str, table: str, err) -> tuple[str, ...]:
@@ -225,6 +236,10 @@ def read_schema_file(path: str) -> SchemaFile:
                                           "component (index = ...)")
     if not out["obs"]:
         raise SchemaFileError(path, None, "it declares no observations; add [obs.NAME] tables (index = ...)")
+    if all(e.hidden for e in out["obs"]):
+        raise SchemaFileError(path, out["obs"][0].line_of("hidden"), "every observation is hidden, so a policy "
+                                                                     "would see nothing; leave at least one "
+                                                                     "[obs] table without hidden = true")
     actions = [e.name for e in out["actions"]]
     for e in out["obs"]:
         for a in e.echoes:

@@ -71,9 +71,12 @@ def starter_pol(schema: EnvSchema, env: str) -> str:
              "# Each action starts linear in every observation (w_ACTION_OBS: one weight per element of",
              "# each, fitted by polc fit): replace it with a structure (latents with meaning,",
              "# sign-constrained weights, intents; docs/language.md)."]
-    obs = [f for f in schema.obs if not f.echoes]
+    obs = [f for f in schema.obs if not f.echoes and not f.hidden]
     for f in schema.obs:
-        if f.echoes:  # reading it invites a copy of the last action (W0509)
+        if f.hidden:  # privileged: a policy that declares it does not check (E0510)
+            lines.append(f"# obs {f.name} is left out: it is hidden (privileged: the expert and the trace see it, "
+                         "a policy does not)")
+        elif f.echoes:  # reading it invites a copy of the last action (W0509)
             lines.append(f"# obs {f.name} is left out: it echoes {', '.join(f.echoes)}, so a fit would copy the last "
                          'action (W0509; docs/environments.md, "Echo fields")')
     for f in obs:
@@ -100,7 +103,7 @@ def starter_pol(schema: EnvSchema, env: str) -> str:
 
 def task_md(env: str, schema: EnvSchema) -> str:
     """The task description a refinement run's model reads (to fill in)."""
-    obs = "\n".join(f"- `{f.describe()}`: {f.doc}" for f in schema.obs)
+    obs = "\n".join(f"- `{f.describe()}`: {f.doc}" for f in schema.policy_obs())
     act = "\n".join(f"- `{f.describe()}`: {f.doc}" for f in schema.actions)
     return (f"# Task: {schema.env_id}\n\nTODO: what the task is, what good behaviour looks like, and how an "
             f"episode is scored (by default its return, higher is better).\n\n## Observations\n{obs}\n\n"
