@@ -7,13 +7,16 @@
 
 What the tests check of a quick experiment (every row of the table, the accounting of LLM calls
 and resets, the quick notice, caching and resuming, Ray's table equal to the local one) does not
-depend on how long its episodes are or how many epochs its IL fits take, and those were most of
-its time: episodes are cut at 100 steps instead of 300 (every rollout, evaluation and RL update
-of the experiment's own steps) and the IL fits (fit-mlp, fit-initial, fit-refined) stop at 100
-epochs, patience 10, instead of 300 and 30. Seeds, RL resets and updates, training seeds and
-the closed-loop IL check are QUICK's. The refinement step (`polc refine --quick`) keeps its own
-quick settings, as a user gets them. Every test that runs the quick experiment (the local one
-in conftest, the rerun that must find it finished, the Ray one) runs it on this budget.
+depend on how long its episodes are or how many epochs its IL fits take: episodes are cut at 100
+steps instead of 300 (every rollout, evaluation and RL update of the experiment's own steps) and
+the IL fits (fit-mlp, fit-initial, fit-refined) stop at 100 epochs, patience 10, instead of 300
+and 30. Seeds, RL resets and updates, training seeds and the closed-loop IL check are QUICK's.
+The refinement step (`polc refine --quick`) keeps its own quick settings, as a user gets them: on
+Ray it runs in a worker, which would not see a budget patched here. Measured side by side on a
+busy machine (docs/performance.md, section 5): the experiment's own steps (all but the
+refinement) took 16% less time, the whole experiment 11%; the shorter episodes do that, the fits
+cost about the same at 100 epochs as at 300 (their time is compiling). Every test that runs the quick experiment (the local one in conftest, the
+rerun that must find it finished, the Ray one) runs it on this budget.
 """
 
 from __future__ import annotations

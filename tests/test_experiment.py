@@ -67,7 +67,8 @@ def test_quick_tables_and_plots_say_they_are_quick(quick_run):
     title, _, notice = table.splitlines()[:3]
     assert title.endswith("(QUICK RUN: not results)")
     # the budget it ran (the tests' quick budget cuts QUICK's 300-step episodes to MAX_STEPS)
-    assert notice.startswith(f"**QUICK RUN (episodes cut at {MAX_STEPS} steps, 3 seeds, RL 8/16 resets, 1 training seed)")
+    assert notice.startswith(
+        f"**QUICK RUN (episodes cut at {MAX_STEPS} steps, 3 seeds, RL 8/16 resets, 1 training seed)")
     assert "| ≥ 900, mean |" in table
     # two RL updates of the low budget: the note says so instead of "over 5 updates"
     assert "mean training return over 2 updates" in table and "over 5 updates" not in table
