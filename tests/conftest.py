@@ -108,16 +108,19 @@ def _closed_llm_clients(monkeypatch):
 
 @pytest.fixture(scope="session")
 def quick_car_racing(tmp_path_factory):
-    """`polc experiment car_racing --quick` from the checkout, run once per session (per xdist
+    """`polc experiment car_racing --quick` from the checkout, on the tests' quick budget
+    (tests/quick_budget.py: shorter episodes and IL fits), run once per session (per xdist
     worker): test_experiment checks its table, plots and accounting, and test_experiment_ray
     checks that Ray gives the same table (both modules are in the "ray" xdist group, so one
     worker runs the experiment once)."""
     from pathlib import Path
 
+    from quick_budget import quick_budget
+
     from polc.cli import main
 
     out = tmp_path_factory.mktemp("experiment") / "car_racing"
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, quick_budget():
         mp.chdir(Path(__file__).resolve().parents[1])
         assert main(["experiment", "car_racing", "--quick", "-q", "-o", str(out)]) == 0
     return out

@@ -14,6 +14,7 @@ from polc.runtime.envs.metric import RETURN, Metric
 from polc.runtime.experiment import QUICK, TASKS, Experiment, ExperimentError, Row
 from polc.runtime.experiment.report import curve, markdown, plot_curves
 from polc.runtime.experiment.run import digest_refinement, first_reached, pooled, reached
+from quick_budget import MAX_STEPS, quick_budget
 from test_report import browser, report  # noqa: F401  (the headless Chromium fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +66,9 @@ def test_quick_tables_and_plots_say_they_are_quick(quick_run):
     table = (quick_run / "table.md").read_text()
     title, _, notice = table.splitlines()[:3]
     assert title.endswith("(QUICK RUN: not results)")
-    assert notice.startswith("**QUICK RUN (episodes cut at 300 steps, 3 seeds, RL 8/16 resets, 1 training seed)")
+    # the budget it ran (the tests' quick budget cuts QUICK's 300-step episodes to MAX_STEPS)
+    assert notice.startswith(
+        f"**QUICK RUN (episodes cut at {MAX_STEPS} steps, 3 seeds, RL 8/16 resets, 1 training seed)")
     assert "| ≥ 900, mean |" in table
     # two RL updates of the low budget: the note says so instead of "over 5 updates"
     assert "mean training return over 2 updates" in table and "over 5 updates" not in table
@@ -97,7 +100,8 @@ def test_quick_car_racing_counts_llm_calls_and_resets_as_the_paper(quick_run):
 def test_rerunning_a_finished_experiment_reuses_every_step(quick_run, capsys):
     steps = sorted((quick_run / "steps").iterdir())
     before = {p.name: p.stat().st_mtime_ns for p in steps}
-    assert polc_in_repo("experiment", "car_racing", "--quick", "-q", "-o", str(quick_run)) == 0
+    with quick_budget():  # the budget it ran with: another one in the same directory is refused
+        assert polc_in_repo("experiment", "car_racing", "--quick", "-q", "-o", str(quick_run)) == 0
     err = capsys.readouterr().err
     assert "continuing the experiment" in err and "] done in" not in err
     assert {p.name: p.stat().st_mtime_ns for p in sorted((quick_run / "steps").iterdir())} == before

@@ -18,6 +18,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from quick_budget import use_quick_budget  # noqa: E402
 from ray_helpers import RAY_MARKS, cluster  # noqa: E402, F401 (cluster: a fixture)
 
 from polc.cli import main as polc  # noqa: E402
@@ -149,6 +150,7 @@ def test_quick_experiment_on_ray_fails_naming_the_step_resumes_and_gives_the_loc
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "ray"
     argv = ["experiment", "car_racing", "--quick", "-q", "-o", str(out), "--ray", "auto"]
+    use_quick_budget(monkeypatch)  # the tests' quick budget, the local run's (conftest)
     assert polc(argv) == 1
     err = capsys.readouterr().err
     assert "step 'fit-mlp' failed:" in err

@@ -56,8 +56,9 @@ TASKS = {
 class Budget:
     """How much the experiment runs. `FULL` is the paper's budget evaluated at the
     field's standard (100 unseen tracks, 3 RL training seeds); `QUICK` exercises
-    every step end to end in about a minute (the test suite runs it): its numbers
-    are not comparable with the full run's, and its table and plots say so."""
+    every step end to end in about a minute (the test suite runs it with shorter
+    episodes and IL fits, tests/quick_budget.py): its numbers are not comparable with
+    the full run's, and its table and plots say so."""
 
     seeds: int = 100                   # unseen evaluation seeds per row (the field's 100 tracks)
     rl_seeds: int = 3                  # RL training seeds per RL row: its mean over seeds and their spread
