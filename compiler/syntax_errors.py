@@ -222,7 +222,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
 # set and the same kind of unexpected token; heuristics on the token classes label the
 # states no example covers.
 
-_DECL_KEYWORDS = frozenset({"POLICY", "OBS", "WEIGHT", "LATENT", "ACTION", "EXPECT", "CONST"})
+_DECL_KEYWORDS = frozenset({"POLICY", "OBS", "WEIGHT", "LATENT", "ACTION", "EXPECT", "CONST", "STATE"})
 _OPERATORS = frozenset({"ADDOP", "MULOP", "COMPARE", "CIRCUMFLEX", "AND", "OR"})
 _VALUE_START = frozenset({"NAME", "NUMBER", "LPAR", "LSQB", "TRUE", "FALSE", "IF", "NOT", "MINUS", "PLUS"})
 _CLOSERS = frozenset({"RPAR", "RSQB"})

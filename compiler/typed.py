@@ -7,7 +7,8 @@ declarations come in dependency order. All nodes are frozen.
 
 Expression nodes (`TExpr`):
     Const(value, type)              numeric or bool literal (value: nested tuples for arrays)
-    Ref(name, kind, type)           kind: "obs" | "weight" | "latent" | "action"
+    Ref(name, kind, type)           kind: "obs" | "weight" | "latent" | "action" | "state"
+                                        (a state's Ref reads its value at the start of the step)
     Unary(op, x, type)              op: "neg" | "not"
     Binary(op, l, r, type)          op: "add" "sub" "mul" "div" "pow"
                                         "eq" "ne" "lt" "le" "gt" "ge" "and" "or"
@@ -75,7 +76,7 @@ class Const:
 @record
 class Ref:
     name: str
-    kind: str  # "obs", "weight", "latent", "action"
+    kind: str  # "obs", "weight", "latent", "action", "state"
     type: Type
     span: Span
 
@@ -240,6 +241,26 @@ class Action:
 
 
 @record
+class State:
+    """`state NAME : TYPE [RANGE] = INIT next UPDATE`: memory carried from one step to the next.
+
+    A `Ref(name, "state", ...)` reads the value at the start of the step (`init` at the first
+    step of an episode: nested tuples of `type.shape`, floats or bools); `update` is evaluated
+    after every latent and action of the step, broadcast to `type`, clipped to [lo, hi] (real
+    states), and is the value at the next step. Reading a state is a delay, so it never makes a
+    cycle."""
+
+    name: str
+    type: Type
+    lo: float  # -inf when not declared
+    hi: float
+    init: Union[float, bool, tuple]
+    update: TExpr
+    doc: Optional[str]
+    span: Span
+
+
+@record
 class MonoIntent:
     target: str
     direction: str  # "increasing" or "decreasing"
@@ -279,9 +300,10 @@ class TypedProgram:
     file: str
     source: str
     consts: tuple[Constant, ...] = ()
+    states: tuple[State, ...] = ()  # memory between steps, in declaration order; () for a memoryless program
 
     def decl(self, name: str):
-        for group in (self.obs, self.weights, self.latents, self.actions, self.consts):
+        for group in (self.obs, self.weights, self.latents, self.actions, self.consts, self.states):
             for d in group:
                 if d.name == name:
                     return d
