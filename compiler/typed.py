@@ -355,3 +355,43 @@ def mlps_in(e: TExpr) -> list[Mlp]:
     for c in children(e):
         found += mlps_in(c)
     return found
+
+
+def state_modes(tp: "TypedProgram", state: "State") -> tuple[tuple[str, float], ...]:
+    """The named modes of a state machine: the constants (`const DESCEND = 1`) a state is compared
+    with (`phase == DESCEND`) or given in its `next` expression (`then DESCEND`), as (name, value)
+    in the order of their values. A constant is folded where it is read, so it is recognised by
+    its source text: a `Const` whose text is a declared constant's name."""
+    consts = {c.name: c.value for c in tp.consts}
+    if not consts or state.type.base != REAL or state.type.shape:
+        return ()
+    lines = tp.source.split("\n")
+
+    def name_of(e: TExpr) -> Optional[str]:
+        if not isinstance(e, Const) or e.span.line != e.span.end_line or e.span.line > len(lines):
+            return None
+        text = lines[e.span.line - 1][e.span.column - 1: e.span.end_column - 1]
+        return text if text in consts else None
+
+    found: dict[str, float] = {}
+
+    def compared(e: TExpr) -> None:
+        if isinstance(e, Binary) and e.op in ("eq", "ne"):
+            for a, b in ((e.l, e.r), (e.r, e.l)):
+                if isinstance(a, Ref) and a.name == state.name and name_of(b):
+                    found[name_of(b)] = consts[name_of(b)]
+        for c in children(e):
+            compared(c)
+
+    def assigned(e: TExpr) -> None:  # the leaves of the `next` expression's branches
+        if isinstance(e, Select):
+            assigned(e.a), assigned(e.b)
+        elif name_of(e):
+            found[name_of(e)] = consts[name_of(e)]
+
+    for n in tp.nodes:
+        compared(n.expr)
+    for st in tp.states:
+        compared(st.update)
+    assigned(state.update)
+    return tuple(sorted(found.items(), key=lambda kv: (kv[1], kv[0])))
