@@ -523,10 +523,12 @@ class _Checker(ExprChecker, ConstChecker):
         if kind is None:
             self.error(errors.undefined_name(target.span, target.id, self.kinds, prefer=("latent", "action")))
             return None
-        if kind not in ("latent", "action"):
+        # A state's range may be claimed too (the fixpoint proves it); a direction within one step may not:
+        # a state does not change with anything during the step.
+        if kind not in ("latent", "action") and not (kind == "state" and isinstance(c, ast.RangeClaim)):
             self.error(errors.bad_expect_target(target.span, target.id, f"an {kind}" if kind == "obs" else f"a {kind}"))
             return None
-        if target.id in self.poisoned or target.id not in self.typed_nodes:
+        if target.id in self.poisoned or (target.id not in self.typed_nodes and target.id not in self.typed_states):
             return None
         text = " ".join(self.text(c.span).split())  # as written, one space between words
         if isinstance(c, ast.MonoClaim):
@@ -538,7 +540,7 @@ class _Checker(ExprChecker, ConstChecker):
                 self.warnings.append(errors.mono_unrelated(c.span, target.id, c.var.id))
                 return None
             return T.MonoIntent(target.id, c.direction, c.var.id, text, c.span)
-        if self.typed_nodes[target.id].type.base != REAL:
+        if (self.typed_nodes.get(target.id) or self.typed_states[target.id]).type.base != REAL:
             self.error(errors.range_on_bool(target.span, target.id))
             return None
         lo = c.lo.value if c.lo is not None else -math.inf

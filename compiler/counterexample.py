@@ -277,7 +277,7 @@ def _var_pair(tp: T.TypedProgram, var: str, natural: np.ndarray, var_iv: Optiona
 def reads_state(tp: T.TypedProgram, target: str) -> bool:
     """Whether `target` is computed from a state (its value then depends on earlier steps)."""
     states = {st.name for st in tp.states}
-    return bool(states & ancestors(tp, target))
+    return target in states or bool(states & ancestors(tp, target))
 
 
 def search(tp: T.TypedProgram, intent: T.Intent, var_iv: Optional[Interval] = None,

@@ -126,7 +126,11 @@ def _guard(header: str) -> str:
 def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix: Optional[str] = None) -> CSource:
     """The policy as C99: a .c file that includes `header`, and the header (see the module
     docstring; docs/deploying.md shows the API). Every global name starts with `prefix`
-    (default: the policy's name), so several policies link into one program."""
+    (default: the policy's name), so several policies link into one program. A program with
+    memory (states) is refused: the C API has no state to carry yet."""
+    if tp.states:
+        raise ValueError(f'policy "{tp.name}" has memory (state {", ".join(st.name for st in tp.states)}); '
+                         "the C back end does not carry state between steps yet")
     names = Names(tp)
     p = prefix or tp.name
     P = p.upper()

@@ -261,6 +261,10 @@ def not_a_function(span: Span, name: str, kind: str) -> Diagnostic:
 
 
 def bad_expect_target(span: Span, name: str, kind: str) -> Diagnostic:
+    if kind == "a state":
+        return _err("E0108", "Semantic", span,
+                    f'A direction cannot be claimed of state "{name}": a state does not change within a step.',
+                    f"Claim its range (`expect {name} in [lo, hi]`), or a direction of a latent computed from it.")
     return _err("E0108", "Semantic", span,
                 f'An intent can only be stated about a latent or an action, but "{name}" is {kind}.',
                 "State it about a latent computed from it, e.g. `latent x = ...` then `expect x >= 0`.")

@@ -11,7 +11,7 @@ by Kleene iteration on intervals:
 1. start at the initial values and join the image of the current ranges (`abstract.run_pass` with
    the states as inputs, then each `next` expression; all states move together);
 2. after `WIDEN_AFTER` rounds, widen: an end that still moves jumps to the next threshold, the
-   declared bound first, then the powers of ten of `THRESHOLDS`, then infinity (so a leaky
+   declared bound first, then the rungs of `THRESHOLDS` (1, 2, 5, 10, ...), then infinity (so a leaky
    integrator `0.9 * x + u` settles at 10, where plain widening would give up at infinity);
    the ladder is finite, so this terminates;
 3. then narrowing: `R := R meet (init join F(R))` a few times, which stays sound and takes back
@@ -29,9 +29,9 @@ from .abstract import run_pass
 from .intervals import Interval
 
 WIDEN_AFTER = 3  # plain joins first: most states (a latch, a clipped integrator) settle by then
-NARROW_STEPS = 3
+NARROW_STEPS = 8
 MAX_ROUNDS = 60  # a safety net: the threshold ladder makes every end settle well before
-THRESHOLDS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e6, 1e9, 1e15)
+THRESHOLDS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1e3, 1e4, 1e6, 1e9, 1e15)  # the 1-2-5 series, then sparser
 
 
 def initial(st: T.State) -> Interval:

@@ -45,7 +45,7 @@ Array = np.ndarray
 
 
 class Outputs(NamedTuple):
-    values: dict[str, Array]  # latents and (clipped) actions, by name
+    values: dict[str, Array]  # latents and (clipped) actions, by name; states at the start of the step
     means: dict[str, Array]  # action name -> unclipped mean, broadcast to the action's shape
     stds: dict[str, Array]  # action name -> noise std, broadcast to the action's shape (stochastic actions only)
     next_state: dict[str, Array] = {}  # state name -> its value at the next step (the `next` clipped to its range)
@@ -238,7 +238,7 @@ def run(tp: T.TypedProgram, weights: Mapping[str, Any], obs: Mapping[str, Any],
     def out(x: Array) -> Array:
         return np.array(x[0] if batch is None else x)
 
-    values = {n.name: out(interp.env[n.name]) for n in tp.nodes}
+    values = {n.name: out(interp.env[n.name]) for n in (*tp.nodes, *tp.states)}  # states: at the step's start
     return Outputs(values, {k: out(v) for k, v in means.items()}, {k: out(v) for k, v in stds.items()},
                    {k: out(v) for k, v in nexts.items()})
 
