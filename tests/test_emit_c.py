@@ -250,7 +250,8 @@ def test_corpus_agrees_with_jax(corpus_cases):
             failures.append(f"{label}: {e}")
     assert not failures, "\n".join(failures)
     labels = list(corpus_cases)
-    assert sum(label.startswith("examples") for label in labels) == len(EXAMPLES)
+    memoryless = [p for p in EXAMPLES if not load(p, analyze=False).typed.states]  # C refuses memory
+    assert sum(label.startswith("examples") for label in labels) == len(memoryless)
     assert sum(label.startswith("tests") for label in labels) >= 10
 
 
