@@ -73,3 +73,13 @@ def test_pygments_and_textmate_know_state_and_next():
     rule = next(p for p in grammar["repository"]["declaration"]["patterns"] if "state.pol" in json.dumps(p))
     pattern = re.compile(rule["match"])
     assert pattern.search("state integ : real = 0") and not pattern.search("obs state : real")
+
+
+def test_lsp_hover_shows_a_states_proved_range_and_initial_value():
+    from polc.lsp.document import analyze_document, hover_name
+
+    doc = analyze_document("obs u : real in [-1, 1]\nstate leak : real = 0 next 0.9 * leak + u \"leaky sum\"\n"
+                           "action a : real in [-1, 1] = clip(leak, -1, 1)\n", "t.pol")
+    shown = hover_name(doc, "leak")
+    assert shown.startswith("**state** `leak` : `real`")
+    assert "initial value: `0`" in shown and "proved range: `[-10, 10]`" in shown and "leaky sum" in shown
