@@ -147,3 +147,15 @@ def test_the_stablehlo_export_has_the_state_in_and_out(policy):
     assert "func.func public @main" in text
     # the five states come in as arguments and go out as results (bool as i1)
     assert text.count("tensor<i1>") >= 2
+
+
+def test_a_memoryless_programs_entry_points_are_its_step_functions_with_an_empty_state():
+    p = polc.loads("obs x : real[2] in [-1, 1]\nweight k : real >= 0 = 0.5\nweight s : real in [0.01, 1] = 0.2\n"
+                   "latent y = k * sum(x)\naction a : real in [-1, 1] = clip(y, -1, 1) ~ normal(std = s)").compile()
+    params = p.init(jax.random.PRNGKey(0))
+    obs, key = {"x": np.array([0.3, -0.9], np.float32)}, jax.random.PRNGKey(7)
+    acts, lat = p.sample(params, obs, key)
+    acts2, lat2, nxt = p.step_sample(params, obs, {}, key)
+    assert nxt == {} and float(acts["a"]) == float(acts2["a"]) and float(lat["y"]) == float(lat2["y"])
+    lp, nxt = p.step_log_prob(params, obs, {"a": 0.1}, {})
+    assert nxt == {} and float(lp) == float(p.log_prob(params, obs, {"a": 0.1}))
