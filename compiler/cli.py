@@ -224,10 +224,6 @@ def _compile_c(args: argparse.Namespace, tp) -> None:
     from .emit_c import emit_c
     from .files import write_atomic
 
-    if tp.states:
-        raise UsageError(f'polc: the C back end does not carry state between steps yet, and policy "{tp.name}" has '
-                         f"memory (state {', '.join(st.name for st in tp.states)}): emit Python (--emit python) or "
-                         "StableHLO (--emit hlo), which include the step.")
     if args.output in (None, "-"):
         raise UsageError("polc: C output is two files (X.c and X.h): name the .c file with -o.")
     stem = os.path.splitext(args.output)[0]
