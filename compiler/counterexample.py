@@ -294,6 +294,9 @@ def search(tp: T.TypedProgram, intent: T.Intent, var_iv: Optional[Interval] = No
         return search_sequence(tp, intent, samples)
     found = _search_step(tp, intent, var_iv, samples)
     if found is not None and stateful:
+        if isinstance(intent, T.MonoIntent) and intent.var in {st.name for st in tp.states}:
+            return found + (f" (within one step, {intent.var} ranging over its proved range, the other states at "
+                            "their initial values)")
         return found + " at the first step of an episode (every state at its initial value)"
     return found
 
@@ -344,6 +347,11 @@ def search_sequence(tp: T.TypedProgram, intent: T.RangeIntent, samples: int = N_
     at_init = {w.name: np.broadcast_to(np.asarray(w.init, float), (1,) + w.type.shape) for w in tp.weights}
     if violates(at_init, s1):
         w1 = at_init
+    else:  # one weight at a time back to its initial value, where the violation survives
+        for w in tp.weights:
+            tried = {**w1, w.name: at_init[w.name]}
+            if violates(tried, s1):
+                w1 = tried
     rounded = [{name: _round2(v) for name, v in obs.items()} for obs in s1]
     if violates(w1, rounded):
         s1 = rounded
@@ -356,7 +364,10 @@ def search_sequence(tp: T.TypedProgram, intent: T.RangeIntent, samples: int = N_
     target = intent.target + (f"[{j}]" if value.size > 1 else "")
     moved = [w for w in tp.weights if not np.array_equal(w1[w.name], at_init[w.name])]
     head = ("with " + ", ".join(f"{w.name} = {_show(w1[w.name][0])}" for w in moved[:6]) + ", ") if moved else ""
-    shown = [o for o in tp.obs if o.name in ancestors(tp, intent.target) | _state_reads(tp)][:4] or list(tp.obs[:4])
+    used = _closure(tp, intent.target)
+    moved = [w for w in moved if w.name in used]
+    head = ("with " + ", ".join(f"{w.name} = {_show(w1[w.name][0])}" for w in moved[:6]) + ", ") if moved else ""
+    shown = [o for o in tp.obs if o.name in used][:4] or list(tp.obs[:4])
     obs_text = "; ".join(f"{o.name} = " + ", ".join(_show(step[o.name][0]) for step in s1) for o in shown)
     low_side = x < intent.lo or (intent.lo_strict and x <= intent.lo)
     bound = (f"{'<=' if intent.lo_strict else '<'} {fmt_num(intent.lo)}" if low_side
@@ -365,13 +376,19 @@ def search_sequence(tp: T.TypedProgram, intent: T.RangeIntent, samples: int = N_
             f"{target} = {fmt_num(x)} {bound} at step {k + 1}")
 
 
-def _state_reads(tp: T.TypedProgram) -> set[str]:
-    """Every name some state's `next` expression is computed from."""
-    out: set[str] = set()
-    for st in tp.states:
-        for r in T.refs(st.update):
-            out |= {r} | ancestors(tp, r)
-    return out
+def _closure(tp: T.TypedProgram, target: str) -> set[str]:
+    """Every name `target` depends on over the steps: its ancestors within a step and, through every
+    state among them, what that state's `next` expression is computed from, transitively."""
+    states = {st.name: st for st in tp.states}
+    seen: set[str] = set()
+    todo = [target]
+    while todo:
+        name = todo.pop()
+        reads = ancestors(tp, name) | (T.refs(states[name].update) if name in states else set())
+        for r in reads - seen:
+            seen.add(r)
+            todo.append(r)
+    return seen
 
 
 def _search_step(tp: T.TypedProgram, intent: T.Intent, var_iv: Optional[Interval], samples: int) -> Optional[str]:

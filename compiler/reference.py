@@ -209,7 +209,9 @@ def run(tp: T.TypedProgram, weights: Mapping[str, Any], obs: Mapping[str, Any],
             else:
                 interp.env[w.name] = interp.full(w.init, w.type)
         for st in tp.states:
-            if state is not None and st.name in state:
+            if st.name in overrides:  # a monotonicity search varying a state
+                interp.env[st.name] = given(st.name, overrides[st.name], st.type)
+            elif state is not None and st.name in state:
                 interp.env[st.name] = given(st.name, state[st.name], st.type)
             else:
                 interp.env[st.name] = interp.full(st.init, st.type)

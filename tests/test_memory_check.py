@@ -193,3 +193,24 @@ expect c2 <= 2""")
     d = [d for d in e.value.diagnostics if d.code == "E0405"][0]
     assert "from the initial state, the observations x = " in d.message
     assert "give c2 = 2.5 > 2 at step" in d.message
+
+
+def test_a_states_range_intent_is_refuted_with_only_the_weights_and_observations_it_depends_on():
+    text = PID.replace('action u', 'expect integ in [-0.4, 0.5]\naction u')
+    with pytest.raises(polc.PolError) as e:
+        polc.loads(text)
+    d = [d for d in e.value.diagnostics if d.code == "E0405"][0]
+    assert d.message.startswith("The intent `integ in [-0.4, 0.5]` is false: ")
+    assert "from the initial state, the observations err = -0.91, 0.34 (steps 1 to 2) give integ = -1.00848 < -0.4 " \
+        "at step 2" in d.message  # k_i * -0.91 + k_i * 0.34, inside integ's range [-2, 2]
+    assert "k_p" not in d.message and "k_d" not in d.message  # integ never reads them
+
+
+def test_a_direction_in_a_state_is_searched_with_the_state_free_within_one_step():
+    text = PID.replace('action u', 'expect d_err decreasing in prev_err\nexpect u increasing in prev_err\naction u')
+    with pytest.raises(polc.PolError) as e:
+        polc.loads(text)
+    ds = [d for d in e.value.diagnostics if d.code == "E0405"]
+    assert len(ds) == 1 and "`u increasing in prev_err` is false" in ds[0].message
+    assert ds[0].message.endswith("(within one step, prev_err ranging over its proved range, the other states at "
+                                  "their initial values).")
