@@ -14,8 +14,8 @@ and keeps the names users import short, `polc.typed`, `polc.intervals`):
     front end   ast, parse (with lalr, the LALR driver over grammar/pol_tables.py), syntax_errors, check,
                 check_expr, consts, elements, typed, errors; record (the frozen dataclass of ast and typed)
     analysis    analyze (the entry), abstract, intervals (with element_rules, one element's
-                ranges, and floats, small arrays in plain Python), directions, rational, deps,
-                counterexample
+                ranges, and floats, small arrays in plain Python), fixpoint (the states' proved
+                ranges), directions, rational, deps, counterexample
     back end    lower, emit, emit_c (C99, with c_expr), reference (the NumPy interpreter lower is tested against), transforms
     tools       fmt, graph (with layout, its box placement); diagnostics (rendering), files, cli (the driver)
 Nothing here imports the runtime, and nothing `polc check` needs imports jax or numpy

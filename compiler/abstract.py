@@ -129,13 +129,13 @@ class Pass:
     # ---- the program -------------------------------------------------------------------
 
     def run(self) -> "Pass":
-        for decl in (*self.tp.obs, *self.tp.weights):
+        for decl in (*self.tp.obs, *self.tp.weights, *self.tp.states):
             self.input(decl)
         for node in self.tp.nodes:
             self.node(node)
         return self
 
-    def input(self, decl: T.Obs | T.Weight) -> None:
+    def input(self, decl: T.Obs | T.Weight | T.State) -> None:
         iv = self.bounds[decl.name].broadcast_to(decl.type.shape)
         self.env[decl.name] = Abs(iv, INC if decl.name == self.var else CONST)
 
@@ -525,8 +525,12 @@ def _fit(iv: Interval, shape: tuple[int, ...]) -> Interval:
 
 
 def input_bounds(tp: T.TypedProgram, restrict: Optional[Mapping[str, Interval]] = None) -> dict[str, Interval]:
-    """The interval of every obs (its declared range) and weight (its constraint)."""
+    """The interval of every obs (its declared range) and weight (its constraint), and of every
+    state its declared range (`analyze.state_ranges` proves tighter ones and passes them in `restrict`)."""
     out: dict[str, Interval] = {}
+    for st in tp.states:
+        out[st.name] = (Interval.boolean(st.type.shape) if st.type.base == T.BOOL
+                        else Interval(st.lo, st.hi).broadcast_to(st.type.shape))
     for d in (*tp.obs, *tp.weights):
         bounds = getattr(d, "bounds", None)
         if bounds is not None:  # a range per element of an observation
@@ -539,7 +543,7 @@ def input_bounds(tp: T.TypedProgram, restrict: Optional[Mapping[str, Interval]] 
 
 def run_pass(tp: T.TypedProgram, var: Optional[str] = None, report: bool = False,
              restrict: Optional[Mapping[str, Interval]] = None) -> Pass:
-    """One abstract run; `restrict` narrows some weights (e.g. to one sign)."""
+    """One abstract run; `restrict` narrows some weights (e.g. to one sign) or states (to their proved ranges)."""
     return Pass(tp, input_bounds(tp, restrict), var, report).run()
 
 

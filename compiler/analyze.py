@@ -41,6 +41,7 @@ from typing import Optional
 from . import errors, typed as T
 from .abstract import CONST, Pass, run_cone, run_pass
 from .diagnostics import Diagnostic
+from .fixpoint import state_ranges
 from .intervals import Interval
 from .text import bounds
 
@@ -81,7 +82,12 @@ class Analysis:
 
 def analyze_program(tp: T.TypedProgram) -> Analysis:
     """Analyse a checked program: ranges, diagnostics and the verdict on every intent."""
-    base = run_pass(tp, report=True)
+    ranges, unbounded = state_ranges(tp)
+    base = run_pass(tp, report=True, restrict=ranges)
+    for st in tp.states:  # a `next` expression's own warnings (a division by zero, a float32 overflow)
+        base.expr(st.update, base.env)
+    for st in unbounded:
+        base.emit(errors.state_unbounded(st.update.span, st.name, str(ranges[st.name])))
     elementwise: dict[str, Interval] = {name: a.iv for name, a in base.env.items()}
     for name, a in base.means.items():
         elementwise[name + ".mean"] = a.iv

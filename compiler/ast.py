@@ -276,7 +276,23 @@ class ConstDecl:
     name_span: Span
 
 
-Decl = Union[PolicyDecl, ObsDecl, WeightDecl, LatentDecl, ActionDecl, ExpectDecl, ConstDecl]
+@record
+class StateDecl:
+    """`state NAME : TYPE [RANGE] = INIT next UPDATE`: memory between steps. Reading NAME gives
+    its value at the start of the step (INIT at the first); UPDATE, evaluated with this step's
+    values, becomes its value at the next step (clipped to RANGE)."""
+
+    name: str
+    type: TypeSpec
+    range: Optional[Range]
+    init: Expr
+    update: Expr
+    doc: Optional[str]
+    span: Span
+    name_span: Span
+
+
+Decl = Union[PolicyDecl, ObsDecl, WeightDecl, LatentDecl, ActionDecl, ExpectDecl, ConstDecl, StateDecl]
 
 
 @record

@@ -132,7 +132,7 @@ class Names:
     def __init__(self, tp: TypedProgram):
         self.taken = set(RESERVED)
         self.c: dict[str, str] = {}
-        for group in (tp.obs, tp.weights, tp.latents, tp.actions):
+        for group in (tp.obs, tp.weights, tp.latents, tp.actions, tp.states):
             for d in group:
                 self.c[d.name] = self.fresh(d.name)
 
@@ -181,6 +181,8 @@ class Emitter:
             return f"obs->{name}{sub(idx)}"
         if e.kind == "weight":
             return f"w->{name}{sub(idx)}"
+        if e.kind == "state":  # its value at the start of the step; the next one is written at the end
+            return f"s->{name}{sub(idx)}"
         return f"{name}{sub(idx)}"
 
     def el_Unary(self, e: T.Unary, idx):
@@ -323,6 +325,23 @@ class Emitter:
             self.temps[id(e)] = f"{name}_out"
 
     # ---- a declaration ------------------------------------------------------------------
+
+    def next_state(self, st: T.State, name: str) -> None:
+        """A state's next value into the local `name` (written back once every state's is computed)."""
+        self.materialise(st.update, name)
+        ctype = "int" if st.type.base == T.BOOL else "float"
+        shape = st.type.shape
+        values = []
+        for idx in indices(shape):
+            v = _strip(self.operand(st.update, idx, shape))
+            if st.type.base == T.REAL and (st.lo > -math.inf or st.hi < math.inf):
+                v = self.clip(v, st.lo, st.hi)
+            values.append((idx, v))
+        if not shape:
+            self.lines.append(f"const {ctype} {name} = {values[0][1]};")
+        else:
+            self.lines.append(f"{ctype} {name}{dims(shape)};")
+            self.lines += [f"{name}{sub(idx)} = {v};" for idx, v in values]
 
     def node(self, node) -> None:
         name = self.names.c[node.name]

@@ -44,6 +44,16 @@ def _const_value(e: ast.Expr, consts: Optional[dict[str, float]] = None) -> Opti
     return None
 
 
+def _bool_value(e: ast.Expr) -> Optional[Union[bool, tuple]]:
+    """A bool state's initial value: `true`, `false`, or a (nested) vector literal of them."""
+    if isinstance(e, ast.BoolLit):
+        return e.value
+    if isinstance(e, ast.Vector) and e.items:
+        items = [_bool_value(i) for i in e.items]
+        return None if any(i is None for i in items) else tuple(items)
+    return None
+
+
 def _shape_of(v) -> Optional[tuple[int, ...]]:
     if not isinstance(v, tuple):
         return ()
@@ -111,6 +121,7 @@ class _Checker(ExprChecker, ConstChecker):
         self._descendants: dict[str, set[str]] = {}  # var -> the nodes computed from it (intents' W0110)
         self.consts: dict[str, float] = {}  # every constant that folded, by name
         self.const_used: set[str] = set()
+        self.typed_states: dict[str, T.State] = {}
 
     # ---- helpers ---------------------------------------------------------------------
 
@@ -285,6 +296,76 @@ class _Checker(ExprChecker, ConstChecker):
             return None
         return T.Prior(p.dist, tuple(args), p.span)
 
+    # ---- states --------------------------------------------------------------------------------
+
+    def state_header(self, d: ast.StateDecl) -> Optional[tuple[Type, float, float, Union[float, bool, tuple]]]:
+        """A state's type, range and initial value (a constant of its type and shape, finite, inside
+        the range); its type is known to its readers from here on, whatever its `next` says."""
+        typ = self.decl_type(d.type)
+        lo, hi = self.range_of(d.range, d.name, typ)
+        if typ is None:
+            return None
+        self.types[d.name] = typ
+        if typ.base == BOOL:
+            value = _bool_value(d.init)
+            if value is None:
+                if _const_value(d.init, self.used_consts(d.init)) is not None:
+                    self.error(errors.state_init_invalid(d.init.span, d.name, "is a number, but the state is bool",
+                                                         "Start a bool state from `true` or `false`."))
+                else:
+                    self.error(errors.state_init_not_constant(d.init.span, d.name))
+                return None
+        else:
+            if _bool_value(d.init) is not None:
+                self.error(errors.state_init_invalid(d.init.span, d.name, "is bool, but the state is real",
+                                                     "Start a real state from a number, e.g. `= 0`."))
+                return None
+            value = _const_value(d.init, self.used_consts(d.init))
+            if value is None:
+                self.error(errors.state_init_not_constant(d.init.span, d.name))
+                return None
+        shape = _shape_of(value)
+        if shape is None:
+            span, first, other = _ragged(d.init)
+            self.error(errors.ragged_vector(span, str(Type(typ.base, first)), str(Type(typ.base, other)), d.name))
+            return None
+        if shape == () and typ.shape:
+            value = _fill(typ.shape, value)
+        elif shape != typ.shape:
+            self.error(errors.state_init_invalid(d.init.span, d.name, f"has shape {errors.fmt_shape(shape)}, but the "
+                                                 f"state is declared {errors.fmt_shape(typ.shape)}",
+                                                 "Give one value (used for every element) or a literal of the "
+                                                 "declared shape."))
+            return None
+        if typ.base == REAL:
+            for x in _flat(value):
+                if not math.isfinite(x):
+                    self.error(errors.state_init_invalid(d.init.span, d.name, "must be finite",
+                                                         "Write a finite number; every episode starts from it."))
+                    return None
+                if not lo <= x <= hi:
+                    self.error(errors.state_init_invalid(
+                        d.init.span, d.name, f"is {fmt_num(x)}, outside its declared range "
+                        + (f"[{fmt_num(lo)}, {fmt_num(hi)}]" if lo > -math.inf and hi < math.inf
+                           else _constraint_text(lo, hi)),
+                        f"Start inside the range, e.g. `= {fmt_num(min(max(x, lo), hi))}`."))
+                    return None
+        return typ, lo, hi, value
+
+    def check_state(self, d: ast.StateDecl, header) -> None:
+        """The `next` expression of a state whose header checked: its type against the declaration."""
+        typ, lo, hi, value = header
+        self._current = d.name
+        self._mlp_count[d.name] = 0
+        try:
+            x = self.expr(d.update)
+            if x.type.base != typ.base or broadcast_shapes(x.type.shape, typ.shape) != typ.shape:
+                self.fail(errors.state_update_type(d.update.span, d.name, str(typ), str(x.type)))
+        except _Poison:
+            self.poisoned.add(d.name)
+            return
+        self.typed_states[d.name] = T.State(d.name, typ, lo, hi, value, x, d.doc, d.span)
+
     # ---- dependency order ------------------------------------------------------------------
 
     def reads(self, d: ast.Decl) -> list[ast.Name]:
@@ -349,7 +430,9 @@ class _Checker(ExprChecker, ConstChecker):
                     if state.get(m) == 1:
                         loop = stack[stack.index(m):]
                         if not any(x in self.poisoned for x in loop):
-                            self.error(errors.cycle(self.decls[m].name_span, loop))
+                            # Suggest delaying an action of the loop (the previous action) if it has one.
+                            at = next((i for i, x in enumerate(loop) if self.kinds[x] == "action"), 1 % len(loop))
+                            self.error(errors.cycle(self.decls[m].name_span, loop, loop[at], loop[at - 1]))
                         self.poisoned.update(loop)
                     elif m not in state:
                         state[m] = 1
@@ -430,10 +513,12 @@ class _Checker(ExprChecker, ConstChecker):
         if kind is None:
             self.error(errors.undefined_name(target.span, target.id, self.kinds, prefer=("latent", "action")))
             return None
-        if kind not in ("latent", "action"):
+        # A state's range may be claimed too (the fixpoint proves it); a direction within one step may not:
+        # a state does not change with anything during the step.
+        if kind not in ("latent", "action") and not (kind == "state" and isinstance(c, ast.RangeClaim)):
             self.error(errors.bad_expect_target(target.span, target.id, f"an {kind}" if kind == "obs" else f"a {kind}"))
             return None
-        if target.id in self.poisoned or target.id not in self.typed_nodes:
+        if target.id in self.poisoned or (target.id not in self.typed_nodes and target.id not in self.typed_states):
             return None
         text = " ".join(self.text(c.span).split())  # as written, one space between words
         if isinstance(c, ast.MonoClaim):
@@ -445,7 +530,7 @@ class _Checker(ExprChecker, ConstChecker):
                 self.warnings.append(errors.mono_unrelated(c.span, target.id, c.var.id))
                 return None
             return T.MonoIntent(target.id, c.direction, c.var.id, text, c.span)
-        if self.typed_nodes[target.id].type.base != REAL:
+        if (self.typed_nodes.get(target.id) or self.typed_states[target.id]).type.base != REAL:
             self.error(errors.range_on_bool(target.span, target.id))
             return None
         lo = c.lo.value if c.lo is not None else -math.inf
@@ -460,7 +545,9 @@ class _Checker(ExprChecker, ConstChecker):
         if name not in self._reads:
             node = self.typed_nodes.get(name)
             read: set[str] = set()
-            if node is not None:
+            if name in self.typed_states:  # a state is computed (one step late) from its `next`
+                read = T.refs(self.typed_states[name].update)
+            elif node is not None:
                 read = T.refs(node.expr) | (T.refs(node.std) if isinstance(node, T.Action) and node.std else set())
             self._reads[name] = read
         return self._reads[name]
@@ -470,7 +557,7 @@ class _Checker(ExprChecker, ConstChecker):
         checking every intent costs one pass per distinct variable, not one per intent."""
         if name not in self._descendants:
             readers: dict[str, list[str]] = {}
-            for node in self.typed_nodes:
+            for node in (*self.typed_nodes, *self.typed_states):
                 for r in self.direct_reads(node):
                     readers.setdefault(r, []).append(node)
             seen: set[str] = set()
@@ -507,6 +594,8 @@ class _Checker(ExprChecker, ConstChecker):
                 self.warnings.append(errors.unused(self.decls[name].name_span, kind, name))
             elif kind == "latent" and name not in used and name not in mentioned and name in self.typed_nodes:
                 self.warnings.append(errors.unused(self.decls[name].name_span, kind, name))
+            elif kind == "state" and name not in used and name not in mentioned and name in self.typed_states:
+                self.warnings.append(errors.unused(self.decls[name].name_span, kind, name))
             elif kind == "const" and name not in self.const_used and name in self.consts:
                 self.warnings.append(errors.unused(self.decls[name].name_span, "constant", name))
 
@@ -521,10 +610,14 @@ class _Checker(ExprChecker, ConstChecker):
                 dims = self.dims(d.type, report=False)
                 if dims is not None and all(n > 0 for n in dims) and math.prod(dims) <= MAX_ELEMENTS:
                     self.types[d.name] = Type(d.type.base, dims)
+        headers = {d.name: self.state_header(d) for d in self.decls.values() if isinstance(d, ast.StateDecl)}
         order = self.order()
         for name in order:
             if name not in self.poisoned:
                 self.check_node(name)
+        for name, header in headers.items():
+            if header is not None:
+                self.check_state(self.decls[name], header)
         intents = [i for i in (self.intent(d) for d in self.prog.decls if isinstance(d, ast.ExpectDecl)) if i]
         if not any(k == "action" for k in self.kinds.values()):
             self.error(errors.no_actions(self.prog.decls[0].span if self.prog.decls
@@ -549,11 +642,12 @@ class _Checker(ExprChecker, ConstChecker):
             file=self.prog.file,
             source=self.prog.text,
             consts=tuple(consts),
+            states=tuple(self.typed_states[n] for n in self.decls if n in self.typed_states),
         )
 
 
 _KIND = {ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent", ast.ActionDecl: "action",
-         ast.ConstDecl: "const"}
+         ast.ConstDecl: "const", ast.StateDecl: "state"}
 
 
 def _position(d: Diagnostic) -> tuple:

@@ -141,6 +141,8 @@ def _check_once(args: argparse.Namespace) -> int:
         tp = program.typed
         counts = (len(tp.nodes), "node"), (len(tp.weights), "weight"), (len(tp.intents), "intent"), \
             (sum(d.severity == "warning" for d in diags), "warning")
+        if tp.states:  # memoryless programs print what they always printed
+            counts = counts[:2] + ((len(tp.states), "state"),) + counts[2:]
         print(f"{args.file}: ok (" + ", ".join(f"{n} {w}{'' if n == 1 else 's'}" for n, w in counts) + ")",
               file=sys.stderr)
     return 1 if failed else 0

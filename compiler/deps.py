@@ -29,7 +29,7 @@ class Deps:
         self.tp = tp
         self.order: dict[str, int] = {n.name: i for i, n in enumerate(tp.nodes)}
         self.nodes: dict[str, Node] = {n.name: n for n in tp.nodes}
-        self.inputs: dict[str, T.Obs | T.Weight] = {d.name: d for d in (*tp.obs, *tp.weights)}
+        self.inputs: dict[str, T.Obs | T.Weight | T.State] = {d.name: d for d in (*tp.obs, *tp.weights, *tp.states)}
         self._refs: dict[int, frozenset[str]] = {}
         self.reads: dict[str, frozenset[str]] = {}
         for n in tp.nodes:

@@ -107,7 +107,7 @@ class _Printer:
 
         self.lower = lower
         self.guards: list[tuple[tuple[int, ...], str]] = []  # (shape of an enclosing branch's condition, its text)
-        names = [d.name for g in (tp.obs, tp.weights, tp.latents, tp.actions) for d in g]
+        names = [d.name for g in (tp.obs, tp.weights, tp.latents, tp.actions, tp.states) for d in g]
         taken = set(names) | _RESERVED
         self.py: dict[str, str] = {}
         for n in names:
@@ -360,16 +360,28 @@ def _init_lines(tp: TypedProgram) -> list[str]:
 
 
 def _forward_lines(tp: TypedProgram, pr: _Printer) -> list[str]:
-    """`distribution(params, obs)`: one line per obs, weight, latent and action."""
-    lines = ["def distribution(params, obs):",
-             '    """One unbatched step: obs (dict of declared shapes) -> (mean, std, latents).',
-             "    mean: every action's mean, clipped to its declared range; std: the Gaussian noise",
-             '    std of each stochastic action, broadcast to its shape."""',
-             "    weights = constrain(params)"]
+    """`distribution(params, obs)`: one line per obs, weight, latent and action; with states,
+    `step_distribution(params, obs, state)`, which also reads the states and returns the next ones."""
+    if tp.states:
+        lines = ["def step_distribution(params, obs, state):",
+                 '    """One unbatched step: (obs, state) -> (mean, std, latents, next_state). state holds every',
+                 "    state's value at the start of the step (init_state() at an episode's start); latents",
+                 "    include them under their names; next_state is each `next` expression, clipped to the",
+                 '    state\'s range."""',
+                 "    weights = constrain(params)"]
+    else:
+        lines = ["def distribution(params, obs):",
+                 '    """One unbatched step: obs (dict of declared shapes) -> (mean, std, latents).',
+                 "    mean: every action's mean, clipped to its declared range; std: the Gaussian noise",
+                 '    std of each stochastic action, broadcast to its shape."""',
+                 "    weights = constrain(params)"]
     for o in tp.obs:
         lines.append(f"    {pr.py[o.name]} = jnp.asarray(obs[{o.name!r}], jnp.float32){_comment(o.doc)}")
     for w in tp.weights:
         lines.append(f"    {pr.py[w.name]} = weights[{w.name!r}]{_comment(w.doc)}")
+    for st in tp.states:
+        dtype = "jnp.bool_" if st.type.base == T.BOOL else "jnp.float32"
+        lines.append(f"    {pr.py[st.name]} = jnp.asarray(state[{st.name!r}], {dtype}){_comment(st.doc)}")
     for node in tp.nodes:
         s = pr.value(node.expr, node.type)
         if isinstance(node, T.Action):
@@ -382,8 +394,38 @@ def _forward_lines(tp: TypedProgram, pr: _Printer) -> list[str]:
     lines.append("    }")
     actions = ", ".join(f"{a.name!r}: {pr.py[a.name]}" for a in tp.actions)
     latents = "".join(f"\n        {lat.name!r}: {pr.py[lat.name]}," for lat in tp.latents)
-    lines.append(f"    return {{{actions}}}, std, {{{latents}\n    }}")
+    if not tp.states:
+        lines.append(f"    return {{{actions}}}, std, {{{latents}\n    }}")
+        return lines
+    latents += "".join(f"\n        {st.name!r}: {pr.py[st.name]}," for st in tp.states)
+    lines.append("    next_state = {")
+    for st in tp.states:
+        value = pr.value(st.update, st.type)
+        if st.type.base == T.REAL:
+            value = _clip_source(value, st.lo, st.hi)
+        lines.append(f"        {st.name!r}: {value},")
+    lines.append("    }")
+    lines.append(f"    return {{{actions}}}, std, {{{latents}\n    }}, next_state")
     return lines
+
+
+def _state_lines(tp: TypedProgram) -> list[str]:
+    lines = ["def init_state():",
+             '    """Every state\'s value at the start of an episode."""',
+             "    return {"]
+    for st in tp.states:
+        dtype = "jnp.bool_" if st.type.base == T.BOOL else "jnp.float32"
+        lines.append(f"        {st.name!r}: jnp.broadcast_to(jnp.asarray({_nested(st.init)}, {dtype}), "
+                     f"{tuple(st.type.shape)!r}),")
+    lines += ["    }"]
+    return lines
+
+
+_STEP = '''@jax.jit
+def step(params, obs, state):
+    """One unbatched step: (obs, state) -> (actions, latents, next_state); actions are the clipped means."""
+    mean, _, latents, next_state = step_distribution(params, obs, state)
+    return mean, latents, next_state'''
 
 
 _APPLY = '''@jax.jit
@@ -415,13 +457,20 @@ def emit_python(tp: TypedProgram) -> str:
         f"SOURCE_SHA256 = {sha256(tp)!r}",
     ])
     parts = [head, _HELPERS.strip("\n"), "\n".join(_weights_lines(tp)), "\n".join(_prior_lines(tp)),
-             "\n".join(_init_lines(tp)),
-             "\n".join(_forward_lines(tp, pr)), _APPLY]
+             "\n".join(_init_lines(tp))]
+    if tp.states:  # memory: init_state() and step(params, obs, state) in place of apply
+        parts[0] = parts[0].replace("apply(params, obs) is unbatched:\njax.vmap(apply, in_axes=(None, 0)) runs a batch.",
+                                    "step(params, obs, state) is unbatched; init_state() starts an episode:\n"
+                                    "jax.vmap(step, in_axes=(None, 0, 0)) runs a batch.")
+        parts += ["\n".join(_state_lines(tp)), "\n".join(_forward_lines(tp, pr)), _STEP]
+    else:
+        parts += ["\n".join(_forward_lines(tp, pr)), _APPLY]
     return "\n\n\n".join(parts) + "\n"
 
 
 def emit_hlo(tp: TypedProgram) -> str:
-    """StableHLO text of `apply(params, obs)` for one unbatched obs (shapes from the schema)."""
+    """StableHLO text of `apply(params, obs)` for one unbatched obs (shapes from the schema); with
+    states, of `step_distribution(params, obs, state)`, whose last output is the next state."""
     import jax
     import jax.numpy as jnp
     from jax import export
@@ -431,6 +480,9 @@ def emit_hlo(tp: TypedProgram) -> str:
     policy = lower(tp)
     params = jax.eval_shape(policy.init, jax.random.PRNGKey(0))
     obs = {o.name: jax.ShapeDtypeStruct(o.type.shape, jnp.float32) for o in tp.obs}
+    if tp.states:
+        state = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in policy.state0.items()}
+        return export.export(policy.step_distribution)(params, obs, state).mlir_module()
     return export.export(policy.apply)(params, obs).mlir_module()
 
 
@@ -512,6 +564,9 @@ def emit_json(tp: TypedProgram, intervals: Optional[Mapping[str, Any]] = None) -
         mlps = T.mlps_in(d.expr) + (T.mlps_in(d.std) if isinstance(d, T.Action) and d.std is not None else [])
         node("latent" if isinstance(d, T.Latent) else "action", d, reads=sorted(reads),
              mlps=[m.key for m in mlps], **extra)
+    for st in tp.states:  # `reads`: what its `next` expression reads (one step late)
+        node("state", st, range=_num([st.lo, st.hi]) if st.type.base == T.REAL else None, init=_num(st.init),
+             reads=sorted(T.refs(st.update)), modes=[{"name": n, "value": v} for n, v in T.state_modes(tp, st)])
     intents = []
     for i in tp.intents:
         if isinstance(i, T.MonoIntent):

@@ -116,7 +116,10 @@ def _guard(header: str) -> str:
 def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix: Optional[str] = None) -> CSource:
     """The policy as C99: a .c file that includes `header`, and the header (see the module
     docstring; docs/deploying.md shows the API). Every global name starts with `prefix`
-    (default: the policy's name), so several policies link into one program."""
+    (default: the policy's name), so several policies link into one program. A program with
+    memory (states) gets a `<p>_state` struct, `<p>_init(s)` and a state argument on every step
+    function, which reads the state and writes the next one in place (docs/deploying.md); a
+    program without states keeps exactly the memoryless API."""
     names = Names(tp)
     p = prefix or tp.name
     P = p.upper()
@@ -142,6 +145,13 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
         em.lines = []
         em.node(node)
         body += em.lines
+    nexts = {st.name: names.fresh("next_" + names.c[st.name]) for st in tp.states}
+    for st in tp.states:  # every next value from the old ones, then written back at the end
+        body.append("")
+        body.append(f"/* {_source_text(tp, st.span)} */")
+        em.lines = []
+        em.next_state(st, nexts[st.name])
+        body += em.lines
 
     # ---- the header
     sha = hashlib.sha256(tp.source.encode("utf-8")).hexdigest()
@@ -156,7 +166,10 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
     obs_fields = [_field("float", names.c[o.name], o.type.shape, o.doc, bounds(o.lo, o.hi)) for o in tp.obs]
     act_fields = [_field("float", names.c[a.name], a.type.shape, a.doc, bounds(a.lo, a.hi)) for a in tp.actions]
     lat_fields = [_field("int" if v.type.base == T.BOOL else "float", names.c[v.name], v.type.shape, v.doc)
-                  for v in tp.latents]
+                  for v in (*tp.latents, *tp.states)]  # a state: its value at the start of the step
+    state_t = p + "_state"
+    state_fields = [_field("int" if v.type.base == T.BOOL else "float", names.c[v.name], v.type.shape, v.doc,
+                           bounds(v.lo, v.hi) if v.type.base == T.REAL else None) for v in tp.states]
     w_fields = [_field("float", names.c[w.name], w.type.shape, w.doc, bounds(w.lo, w.hi)) for w in tp.weights]
     for m in mlps:
         sizes = [m.in_size, *m.hidden, m.out or 1]
@@ -166,7 +179,7 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
             w_fields.append(_field("float", f"{mlp_names[m.key]}_bias{i}", (n_out,), f'mlp "{m.key}" Dense_{i} bias'))
     obs_flat = _flat_names(tp, names, tp.obs, "")
     act_flat = _flat_names(tp, names, tp.actions, "")
-    lat_flat = _flat_names(tp, names, tp.latents, "")
+    lat_flat = _flat_names(tp, names, (*tp.latents, *tp.states), "")
 
     def layout(flat) -> str:
         return ", ".join(c for _, c, _ in flat) or "(none)"
@@ -188,13 +201,14 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
         f"#define {P}_LATENTS_SIZE {len(lat_flat)}", "",
         f"/* The weights baked in: {comment_text(weights.origin)}. */",
         f"extern const {w_t} {p}_default_weights;", "",
+        *(_state_api(p, P, state_t, state_fields, obs_t, act_t, lat_t, w_t) if tp.states else [
         f"/* One step with the baked-in weights: obs -> act (and the latents when lat is not NULL). */",
         f"void {p}_step(const {obs_t} *obs, {act_t} *act, {lat_t} *lat);", "",
         f"/* One step with the weights `w`. */",
         f"void {p}_step_with(const {w_t} *w, const {obs_t} *obs, {act_t} *act, {lat_t} *lat);", "",
         f"/* n steps: obs is n rows of {P}_OBS_SIZE floats, act n rows of {P}_ACTION_SIZE, lat (or NULL)",
         f" * n rows of {P}_LATENTS_SIZE; w NULL means {p}_default_weights. */",
-        f"void {p}_step_batch(const {w_t} *w, size_t n, const float *obs, float *act, float *lat);", "",
+        f"void {p}_step_batch(const {w_t} *w, size_t n, const float *obs, float *act, float *lat);", ""]),
         "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {_guard(header)} */", ""]
 
     # ---- the .c file
@@ -212,6 +226,14 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
             for a in tp.actions for s in map(sub, indices(a.type.shape))]
     lats = [f"        lat->{names.c[v.name]}{s} = {names.c[v.name]}{s};"
             for v in tp.latents for s in map(sub, indices(v.type.shape))]
+    lats += [f"        lat->{names.c[v.name]}{s} = s->{names.c[v.name]}{s};"
+             for v in tp.states for s in map(sub, indices(v.type.shape))]
+    writes = [f"    s->{names.c[v.name]}{s} = {nexts[v.name]}{s};"
+              for v in tp.states for s in map(sub, indices(v.type.shape))]
+    if tp.states:
+        c = _stateful_c(tp, p, P, head, header, helpers, defaults, body, outs, lats, writes, names,
+                        state_t, obs_t, act_t, lat_t, w_t, obs_flat, act_flat, lat_flat)
+        return CSource("\n".join(c) + "\n", "\n".join(h))
     c = head + ["", "#include <math.h>", "", f'#include "{header}"', "", *sum(([x, ""] for x in helpers), []),
                 f"const {w_t} {p}_default_weights = {{", *defaults, "};", "",
                 f"static inline void {p}_eval(const {w_t} *w, const {obs_t} *obs, {act_t} *act, {lat_t} *lat) {{",
@@ -224,6 +246,55 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
                 f"    {p}_eval(w, obs, act, lat);", "}", "",
                 *_batch(p, P, obs_t, act_t, lat_t, w_t, obs_flat, act_flat, lat_flat)]
     return CSource("\n".join(c) + "\n", "\n".join(h))
+
+
+def _state_api(p: str, P: str, state_t: str, state_fields: list[str], obs_t: str, act_t: str, lat_t: str,
+               w_t: str) -> list[str]:
+    """The header's declarations for a program with memory."""
+    return [
+        *_struct(state_t, "The memory carried from one step to the next (bools are 0 or 1).", state_fields),
+        f"/* Set every state to its declared initial value: call at the start of each episode. */",
+        f"void {p}_init({state_t} *s);", "",
+        f"/* One step with the baked-in weights: (s, obs) -> act (and the latents, the states' values at the",
+        f" * start of the step included, when lat is not NULL); s is then the next step's state. */",
+        f"void {p}_step({state_t} *s, const {obs_t} *obs, {act_t} *act, {lat_t} *lat);", "",
+        f"/* One step with the weights `w`. */",
+        f"void {p}_step_with(const {w_t} *w, {state_t} *s, const {obs_t} *obs, {act_t} *act, {lat_t} *lat);", "",
+        f"/* One step of n environments: s is n states (each advanced), obs n rows of {P}_OBS_SIZE floats,",
+        f" * act n rows of {P}_ACTION_SIZE, lat (or NULL) n rows of {P}_LATENTS_SIZE; w NULL means",
+        f" * {p}_default_weights. */",
+        f"void {p}_step_batch(const {w_t} *w, size_t n, {state_t} *s, const float *obs, float *act, float *lat);",
+        ""]
+
+
+def _stateful_c(tp, p, P, head, header, helpers, defaults, body, outs, lats, writes, names, state_t, obs_t,
+                act_t, lat_t, w_t, obs_flat, act_flat, lat_flat) -> list[str]:
+    """The .c file of a program with memory (the header is built by the caller)."""
+    inits = [f"    s->{names.c[st.name]}{i} = {literal(v) if st.type.base == T.REAL else ('1' if v else '0')};"
+             for st in tp.states for i, v in _elements(st)]
+    batch = _batch(p, P, obs_t, act_t, lat_t, w_t, obs_flat, act_flat, lat_flat)
+    batch = [line.replace(f"size_t n, const float *obs", f"size_t n, {state_t} *s, const float *obs")
+             .replace(f"{p}_eval(w, &ob", f"{p}_eval(w, s + k, &ob") for line in batch]
+    c = head + ["", "#include <math.h>", "", f'#include "{header}"', "", *sum(([x, ""] for x in helpers), []),
+                f"const {w_t} {p}_default_weights = {{", *defaults, "};", "",
+                f"void {p}_init({state_t} *s) {{", *inits, "}", "",
+                f"static inline void {p}_eval(const {w_t} *w, {state_t} *s, const {obs_t} *obs, {act_t} *act, "
+                f"{lat_t} *lat) {{",
+                "    (void)w;", "    (void)obs;",
+                *(("    " + line) if line else "" for line in body), "",
+                *outs, *(["    if (lat != NULL) {", *lats, "    }"] if lats else ["    (void)lat;"]), *writes, "}", "",
+                f"void {p}_step({state_t} *s, const {obs_t} *obs, {act_t} *act, {lat_t} *lat) {{",
+                f"    {p}_eval(&{p}_default_weights, s, obs, act, lat);", "}", "",
+                f"void {p}_step_with(const {w_t} *w, {state_t} *s, const {obs_t} *obs, {act_t} *act, {lat_t} *lat) {{",
+                f"    {p}_eval(w, s, obs, act, lat);", "}", "",
+                *batch]
+    return c
+
+
+def _elements(st: T.State):
+    """(C subscript, value) of every element of a state's initial value."""
+    v = np.broadcast_to(np.asarray(st.init), st.type.shape)
+    return [(sub(idx), v[idx].item()) for idx in indices(st.type.shape)]
 
 
 def _batch(p: str, P: str, obs_t: str, act_t: str, lat_t: str, w_t: str, obs_flat, act_flat, lat_flat) -> list[str]:

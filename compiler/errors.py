@@ -171,9 +171,9 @@ def duplicate_name(span: Span, name: str, first: Span) -> Diagnostic:
 
 
 KIND_WORDS = {"obs": "an observation", "weight": "a weight", "latent": "a latent", "action": "an action",
-               "const": "a constant"}
+               "const": "a constant", "state": "a state"}
 _KIND_NOUNS = {"obs": "observation", "weight": "weight", "latent": "latent", "action": "action",
-               "const": "constant"}
+               "const": "constant", "state": "state"}
 
 
 def name_taken(span: Span, name: str, kind: str, first_kind: str, first: Span, suggestion: str) -> Diagnostic:
@@ -187,14 +187,17 @@ def name_taken(span: Span, name: str, kind: str, first_kind: str, first: Span, s
                 [(first, f'the {_KIND_NOUNS.get(first_kind, first_kind)} "{name}" is declared here')])
 
 
-def cycle(span: Span, path: Sequence[str]) -> Diagnostic:
+def cycle(span: Span, path: Sequence[str], delayed: str, reader: str) -> Diagnostic:
+    """An instantaneous cycle among latents and actions; `delayed` is the value the hint suggests
+    reading one step late (an action in the loop if there is one), `reader` the one that reads it."""
     names = list(path) + [path[0]]
     if len(names) > 12:  # a generated 1,000-latent cycle: name its ends
         names = names[:6] + [f"... ({len(names) - 11} more) ..."] + names[-5:]
     loop = " -> ".join(names)
-    return _err("E0103", "Semantic", span, f"These declarations depend on each other in a cycle: {loop}.",
-                "A policy has no memory between steps, so a value cannot depend on itself: compute one of them "
-                "without the others (a previous action must come in as an obs).")
+    return _err("E0103", "Semantic", span,
+                f"These declarations depend on each other in a cycle within one step: {loop}.",
+                f'To use the previous step\'s value, declare a state, e.g. `state prev_{delayed} : real = 0 next '
+                f'{delayed}`, and read `prev_{delayed}` in "{reader}" instead of "{delayed}".')
 
 
 def no_actions(span: Optional[Span]) -> Diagnostic:
@@ -249,6 +252,10 @@ def not_a_function(span: Span, name: str, kind: str) -> Diagnostic:
 
 
 def bad_expect_target(span: Span, name: str, kind: str) -> Diagnostic:
+    if kind == "a state":
+        return _err("E0108", "Semantic", span,
+                    f'A direction cannot be claimed of state "{name}": a state does not change within a step.',
+                    f"Claim its range (`expect {name} in [lo, hi]`), or a direction of a latent computed from it.")
     return _err("E0108", "Semantic", span,
                 f'An intent can only be stated about a latent or an action, but "{name}" is {kind}.',
                 "State it about a latent computed from it, e.g. `latent x = ...` then `expect x >= 0`.")
@@ -260,6 +267,7 @@ def unused(span: Span, kind: str, name: str) -> Diagnostic:
         "weight": "Remove the weight or use it; an unused weight is never fitted.",
         "latent": "Remove the latent or use it in an action; it is still traced.",
         "constant": "Remove the constant or use it (in a shape, an index or an expression).",
+        "state": "Remove the state or read it in a latent or an action; it is still traced.",
     }.get(kind)
     what = "is never used." if kind == "constant" else "is never used by any action."
     return _warn("W0109", "Semantic", span, f'The {kind} "{name}" {what}', hint)
@@ -465,6 +473,27 @@ def infinite_init(span: Span, name: str) -> Diagnostic:
                 "Write a finite number, e.g. `1e3`; a weight is fitted from where it starts.")
 
 
+def state_init_not_constant(span: Span, name: str) -> Diagnostic:
+    return _err("E0316", "Semantic", span,
+                f'The initial value of state "{name}" must be a constant: a number, `true`, `false`, a constant\'s '
+                "name or a vector literal of them.",
+                "A state starts every episode from the same value; compute what depends on observations or "
+                "weights in its `next` expression.")
+
+
+def state_init_invalid(span: Span, name: str, problem: str, hint: str) -> Diagnostic:
+    """A constant initial value of a state that does not fit it: not finite, outside the range, of
+    another shape or type (`problem` says which, one clause)."""
+    return _err("E0317", "Semantic", span, f'The initial value of state "{name}" {problem}.', hint)
+
+
+def state_update_type(span: Span, name: str, declared: str, found: str) -> Diagnostic:
+    return _err("E0218", "Semantic", span,
+                f'The `next` expression of state "{name}" is {found}, but the state is declared {declared}.',
+                "The value carried to the next step must have the state's type and shape (or broadcast to it); "
+                "change the declaration or the expression.")
+
+
 def range_on_bool(span: Span, name: str) -> Diagnostic:
     return _err("E0306", "Semantic", span, f'"{name}" is bool, so it cannot have a numeric range.',
                 f"State the intent about a real value, e.g. the latent the condition compares, "
@@ -529,6 +558,13 @@ def domain_warning(span: Span, func: str, interval: str, needs: str) -> Diagnost
     return _warn("W0403", "Analysis", span,
                  f"The argument of `{func}` lies in {interval}, but `{func}` needs {needs}.",
                  f"Guard it, e.g. `{func}(max(x, 0.001))` or `{func}(1 + abs(x))`.")
+
+
+def state_unbounded(span: Span, name: str, found: str) -> Diagnostic:
+    return _warn("W0411", "Analysis", span,
+                 f'State "{name}" can grow without bound from step to step (the analysis only bounds it to {found}).',
+                 f'Saturate it: declare a range (`state {name} : real in [lo, hi] = ...`), clip its `next` '
+                 "expression, or let it leak (`next 0.9 * " + name + " + ...`).")
 
 
 def action_range_exceeded(span: Span, action: str, found: str, declared: str) -> Diagnostic:

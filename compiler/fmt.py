@@ -228,7 +228,7 @@ def _fill(pieces: list[Piece], col: int, indent: int = len(INDENT)) -> list[str]
 
 def _keyword(d: ast.Decl) -> str:
     return {ast.PolicyDecl: "policy", ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent",
-            ast.ActionDecl: "action", ast.ExpectDecl: "expect", ast.ConstDecl: "const"}[type(d)]
+            ast.ActionDecl: "action", ast.ExpectDecl: "expect", ast.ConstDecl: "const", ast.StateDecl: "state"}[type(d)]
 
 
 def _type(t: ast.TypeSpec) -> str:
@@ -292,8 +292,10 @@ def _parts(d: ast.Decl) -> _Parts:
     colon = f": {_type(d.type)}{_range(getattr(d, 'range', None))}" if d.type is not None else ""
     if isinstance(d, ast.ObsDecl):
         return _Parts(f"{kw} {d.name}", colon + (_elem_block(d.parts) if d.parts else ""), doc=d.doc)
-    value = d.init if isinstance(d, ast.WeightDecl) else d.expr
+    value = d.init if isinstance(d, (ast.WeightDecl, ast.StateDecl)) else d.expr
     rest: list[Piece] = ["= "] + _expr(value)
+    if isinstance(d, ast.StateDecl):  # `next` breaks like an action's noise: onto its own line first
+        rest += [Brk(_TAIL_RANK), "next "] + _expr(d.update)
     n = d.noise if isinstance(d, ast.ActionDecl) else d.prior if isinstance(d, ast.WeightDecl) else None
     if n is not None:  # an action's noise or a weight's prior
         rest += [Brk(_TAIL_RANK), f"~ {n.dist}("] + _args(n.args, n.kwargs, 1) + [")"]
@@ -305,9 +307,9 @@ def _render_run(decls: list[ast.Decl]) -> list[list[str]]:
     list of lines per declaration."""
     parts = [_parts(d) for d in decls]
     kw = _keyword(decls[0])
-    head_w = max(len(p.head) for p in parts) if kw in ("obs", "weight", "latent", "action", "const") else 0
+    head_w = max(len(p.head) for p in parts) if kw in ("obs", "weight", "latent", "action", "const", "state") else 0
     firsts = [p.head.ljust(head_w) + (" " + p.colon if p.colon else "") for p in parts]
-    if kw in ("weight", "action") and max(map(len, firsts)) - min(map(len, firsts)) <= EQ_PAD:
+    if kw in ("weight", "action", "state") and max(map(len, firsts)) - min(map(len, firsts)) <= EQ_PAD:
         # line up `=` after `name : type range`, unless the types differ so
         # much in width that padding would push the values far apart
         eq_w = max(map(len, firsts))

@@ -8,7 +8,10 @@ prior, `~ normal(0.3, 0.1)`); a doc string
 becomes the node's tooltip (`<title>` in SVG, `tooltip` in DOT). There is one
 edge per (reader, read) pair: a latent or action reads the names in its
 expression (`typed.refs`); an action also reads the names in its noise std,
-and an edge that only the std needs is dashed.
+and an edge that only the std needs is dashed. A state (purple) is an input of
+the step, drawn in the first column; what its `next` expression reads goes
+back to it as a dotted delay edge labelled `next` (below the boxes in SVG,
+`constraint=false` in DOT), so the loop through the state is visible.
 
 The SVG layout is a small Sugiyama-style layered drawing, left to right:
   1. layers: observations in layer 0; every latent or action one layer after
@@ -41,8 +44,9 @@ PALETTE = {
     "weight": ("#fde2c4", "#dd8a2e", "#e0a060"),
     "latent": ("#d9e8fa", "#3b78c2", "#5b8fcc"),
     "action": ("#d8f0d6", "#3d9a3a", "#5aa857"),
+    "state": ("#ece0f7", "#8a4fbf", "#9b6fc9"),
 }
-KIND_NAMES = {"obs": "observation", "weight": "weight", "latent": "latent", "action": "action"}
+KIND_NAMES = {"obs": "observation", "weight": "weight", "latent": "latent", "action": "action", "state": "state"}
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,12 @@ class Edge:
     src: str  # the name read
     dst: str  # the latent or action reading it
     std_only: bool  # read only by an action's noise std (drawn dashed)
+    delay: bool = False  # read by a state's `next`: the value arrives one step later (drawn dotted, labelled)
 
 
-def _label(d: Union[T.Obs, T.Weight, T.Latent, T.Action]) -> str:
+def _label(d: Union[T.Obs, T.Weight, T.Latent, T.Action, T.State]) -> str:
     text = str(d.type)
-    if isinstance(d, (T.Obs, T.Weight, T.Action)):
+    if isinstance(d, (T.Obs, T.Weight, T.Action, T.State)):
         text = f"{text} {bounds(d.lo, d.hi)}".rstrip()
     if isinstance(d, T.Weight) and d.prior is not None:
         text += f" ~ {d.prior}"
@@ -73,10 +78,17 @@ def _label(d: Union[T.Obs, T.Weight, T.Latent, T.Action]) -> str:
 
 
 def nodes(tp: T.TypedProgram) -> list[Node]:
-    """Every declared name, observations first, then weights, latents, actions."""
+    """Every declared name, observations first, then weights, states, latents, actions; a state
+    machine's modes (`typed.state_modes`) follow its type: `real in [0, 4] {APPROACH, GRASP}`."""
     out = []
-    for kind, group in (("obs", tp.obs), ("weight", tp.weights), ("latent", tp.latents), ("action", tp.actions)):
-        out += [Node(d.name, kind, _label(d), d.doc) for d in group]
+    for kind, group in (("obs", tp.obs), ("weight", tp.weights), ("state", tp.states), ("latent", tp.latents),
+                        ("action", tp.actions)):
+        for d in group:
+            label = _label(d)
+            modes = T.state_modes(tp, d) if kind == "state" else ()
+            if modes:
+                label += " {" + ", ".join(n for n, _ in modes) + "}"
+            out.append(Node(d.name, kind, label, d.doc))
     return out
 
 
@@ -89,6 +101,9 @@ def edges(tp: T.TypedProgram) -> list[Edge]:
         std = T.refs(d.std) if isinstance(d, T.Action) and d.std is not None else set()
         for src in sorted(mean | std, key=lambda s: order.get(s, len(order))):
             out.append(Edge(src, d.name, src not in mean))
+    for st in tp.states:  # the loop: what `next` reads reaches the state one step later
+        for src in sorted(T.refs(st.update), key=lambda s: order.get(s, len(order))):
+            out.append(Edge(src, st.name, False, delay=True))
     return out
 
 
@@ -120,7 +135,7 @@ def to_dot(tp: T.TypedProgram) -> str:
         attrs = f'label={label}, fillcolor="{fill}", color="{stroke}"'
         attrs += f", tooltip={_dot_str(n.doc or KIND_NAMES[n.kind] + ' ' + n.name)}"
         lines.append(f"  {_dot_str(n.name)} [{attrs}];")
-    obs = " ".join(_dot_str(n.name) + ";" for n in ns if n.kind == "obs")
+    obs = " ".join(_dot_str(n.name) + ";" for n in ns if n.kind in ("obs", "state"))
     outs = " ".join(_dot_str(n.name) + ";" for n in ns if n.kind == "action" and n.name not in read)
     if obs:
         lines.append(f"  {{ rank=min; {obs} }}")
@@ -129,6 +144,8 @@ def to_dot(tp: T.TypedProgram) -> str:
     kinds = {n.name: n.kind for n in ns}
     for e in es:
         attrs = f'color="{PALETTE[kinds.get(e.src, "latent")][2]}"' + (", style=dashed" if e.std_only else "")
+        if e.delay:  # drawn back to the state, without pulling it to the right
+            attrs += ', style=dotted, label="next", fontsize=9, constraint=false'
         lines.append(f"  {_dot_str(e.src)} -> {_dot_str(e.dst)} [{attrs}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -147,12 +164,12 @@ def layers(tp: T.TypedProgram) -> dict[str, int]:
     """The column of every name: observations 0; a latent or action one after
     the deepest non-weight it reads; unread actions last; a weight one before
     its first reader (0 when nothing reads it)."""
-    es = edges(tp)
+    es = [e for e in edges(tp) if not e.delay]  # a state is an input of the step, like an observation
     reads: dict[str, set[str]] = {}
     for e in es:
         reads.setdefault(e.dst, set()).add(e.src)
     weights = {w.name for w in tp.weights}
-    layer = {o.name: 0 for o in tp.obs}
+    layer = {o.name: 0 for o in (*tp.obs, *tp.states)}
     for d in tp.nodes:  # dependency order
         layer[d.name] = 1 + max((layer[r] for r in reads.get(d.name, ()) if r not in weights), default=0)
     read = {e.src for e in es}
@@ -209,13 +226,17 @@ def to_svg(tp: T.TypedProgram) -> str:
     """A self-contained SVG drawing of the dataflow graph (see the module docstring)."""
     from .layout import layered
 
-    ns, es = nodes(tp), edges(tp)
+    ns, all_edges = nodes(tp), edges(tp)
+    es = [e for e in all_edges if not e.delay]
+    delays = [e for e in all_edges if e.delay]
     kinds = {n.name: n.kind for n in ns}
     head = 44.0
     fan_out, fan_in = Counter(e.src for e in es), Counter(e.dst for e in es)
     sizes = {n.name: (_box_w(n), max(BOX_H, PORT * (max(fan_in[n.name], fan_out[n.name]) - 1) + 16)) for n in ns}
     boxes, routes, width, height = layered(sizes, layers(tp),
                                            [(e.src, e.dst) for e in es], top=head)
+    loop_y = height + 6.0  # delay edges run below the boxes, back to their state
+    height += 22.0 * bool(delays) + 12.0 * len(delays)
     legend, legend_w = _legend(height)
     width = max(width, legend_w, 40 + len(tp.name) * 15 * CHAR)
     height += 34.0
@@ -227,6 +248,7 @@ def to_svg(tp: T.TypedProgram) -> str:
            f".label {{ font-size: {LABEL_PX:.0f}px; fill: #4a4a4a; }}",
            ".edge { fill: none; stroke-width: 1.4; stroke-opacity: 0.85; }",
            ".std { stroke-dasharray: 5 3; }",
+           ".delay { stroke-dasharray: 2 3; }",
            ".legend text { font-size: 11px; fill: #333; }",
            ".heading { font-size: 15px; font-weight: bold; fill: #1d1d1d; }",
            "</style>", "<defs>"]
@@ -243,6 +265,14 @@ def to_svg(tp: T.TypedProgram) -> str:
         what = "noise std of " if e.std_only else ""
         out.append(f'<path class="{cls}" d="{_path(r.points)}" stroke="{PALETTE[kind][2]}" '
                    f'marker-end="url(#arrow-{kind})"><title>{_esc(what + e.dst)} reads {_esc(e.src)}</title></path>')
+    for i, e in enumerate(delays):
+        a, b = boxes[e.src], boxes[e.dst]
+        y = loop_y + 12.0 * i
+        x0, y0, x1, y1 = a.x + a.w / 2 + 4, a.y + a.h / 2, b.x + b.w / 2 - 4, b.y + b.h / 2
+        out.append(f'<path class="edge delay" d="M{x0:.1f},{y0:.1f} C{x0:.1f},{y:.1f} {x1:.1f},{y:.1f} '
+                   f'{x1:.1f},{y1:.1f}" stroke="{PALETTE["state"][2]}" marker-end="url(#arrow-state)">'
+                   f"<title>{_esc(e.dst)} at the next step reads {_esc(e.src)}</title></path>")
+        out.append(f'<text class="label" x="{(x0 + x1) / 2:.1f}" y="{y - 2:.1f}" text-anchor="middle">next</text>')
     out.append("</g>")
     out.append('<g class="nodes">')
     for n in ns:

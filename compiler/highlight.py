@@ -28,6 +28,7 @@ DECLARED = {
     "latent": Name.Variable,  # latents: computed values
     "action": Name.Function,  # actions: the outputs
     "const": Name.Constant,  # named constants (of shapes, indices and expressions)
+    "state": Name.Variable.Instance,  # states: memory carried between steps
 }
 
 
@@ -47,7 +48,7 @@ class PolLexer(RegexLexer):
             *[(rf"\b({kw})(\s+)({_NAME})", bygroups(Keyword.Declaration, Whitespace, tok))
               for kw, tok in DECLARED.items()],
             (words(("expect",), suffix=r"\b"), Keyword.Declaration),
-            (words(("if", "then", "else", "in", "increasing", "decreasing"), suffix=r"\b"), Keyword),
+            (words(("if", "then", "else", "in", "increasing", "decreasing", "next"), suffix=r"\b"), Keyword),
             (words(("and", "or", "not"), suffix=r"\b"), Operator.Word),
             (words(("true", "false", "inf"), suffix=r"\b"), Keyword.Constant),
             (words(("real", "bool"), suffix=r"\b"), Keyword.Type),

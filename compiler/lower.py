@@ -312,6 +312,12 @@ class CompiledPolicy(NamedTuple):
     constrain: Callable[[Params], Arrays]                     # params -> weight values
     unconstrain: Callable[[dict], Params]                     # weight values (+ mlp params) -> params
     program: TypedProgram
+    # Memory (docs/language.md, "Memory"): the state at the start of an episode ({} without states),
+    # and the step functions that carry it; they serve memoryless programs too (state {}).
+    state0: dict = {}                                          # state name -> initial value (its dtype, shape)
+    step_distribution: Callable = None  # (params, obs, state) -> (mean, std, latents, next_state)
+    step_sample: Callable = None        # (params, obs, state, key) -> (actions, latents, next_state)
+    step_log_prob: Callable = None      # (params, obs, actions, state) -> (logp, next_state)
 
 
 def lower(tp: TypedProgram, grouped: bool = True) -> CompiledPolicy:
@@ -353,7 +359,8 @@ def lower(tp: TypedProgram, grouped: bool = True) -> CompiledPolicy:
                 params[name] = block.init(k, jnp.zeros((low.nodes[name].in_size,), jnp.float32))["params"]
         return params
 
-    def forward(params: Params, obs: Arrays) -> tuple[Arrays, Arrays, Arrays]:
+    def step_forward(params: Params, obs: Arrays, state: Arrays) -> tuple[Arrays, Arrays, Arrays, Arrays]:
+        """One step: (mean, std, latents, next_state); `state` holds every state's value at its start."""
         env: dict[str, Any] = {}
         for o in tp.obs:
             x = jnp.asarray(obs[o.name], jnp.float32)
@@ -362,6 +369,14 @@ def lower(tp: TypedProgram, grouped: bool = True) -> CompiledPolicy:
                                  f"apply is unbatched: use jax.vmap for a batch")
             env[o.name] = x
         env.update(constrain(params))
+        for st in tp.states:
+            if st.name not in state:
+                raise ValueError(f'the state has no value for "{st.name}" (start from policy.state0)')
+            x = jnp.asarray(state[st.name], dtype_of(st.type))
+            if x.shape != st.type.shape:
+                raise ValueError(f'state "{st.name}" has shape {x.shape} but is declared {st.type}; '
+                                 f"the step is unbatched: use jax.vmap for a batch")
+            env[st.name] = x
         mean: Arrays = {}
         std: Arrays = {}
         for node in tp.nodes:
@@ -371,28 +386,45 @@ def lower(tp: TypedProgram, grouped: bool = True) -> CompiledPolicy:
                 if node.std is not None:
                     std[node.name] = _value(low.expr(node.std, env, params), node.type)
             env[node.name] = value
-        return mean, std, {lat.name: env[lat.name] for lat in tp.latents}
+        latents = {lat.name: env[lat.name] for lat in tp.latents}
+        next_state: Arrays = {}
+        for st in tp.states:  # traced under its name: its value at the start of the step
+            latents[st.name] = env[st.name]
+            value = _value(low.expr(st.update, env, params), st.type)
+            next_state[st.name] = value if st.type.base == T.BOOL else _clip(value, st.lo, st.hi)
+        return mean, std, latents, next_state
+
+    def forward(params: Params, obs: Arrays) -> tuple[Arrays, Arrays, Arrays]:
+        mean, std, latents, _ = step_forward(params, obs, {})
+        return mean, std, latents
 
     def apply(params: Params, obs: Arrays) -> tuple[Arrays, Arrays]:
         mean, _, latents = forward(params, obs)
         return mean, latents
 
     def sample(params: Params, obs: Arrays, key: jax.Array) -> tuple[Arrays, Arrays]:
-        mean, std, latents = forward(params, obs)
+        actions, latents, _ = step_sample(params, obs, {}, key)
+        return actions, latents
+
+    def step_sample(params: Params, obs: Arrays, state: Arrays, key: jax.Array) -> tuple[Arrays, Arrays, Arrays]:
+        mean, std, latents, next_state = step_forward(params, obs, state)
         actions = dict(mean)
         keys = jax.random.split(key, len(stochastic)) if stochastic else ()
         for k, a in zip(keys, stochastic):
             noise = jax.random.normal(k, a.type.shape, jnp.float32)
             actions[a.name] = _clip(mean[a.name] + std[a.name] * noise, a.lo, a.hi)
-        return actions, latents
+        return actions, latents, next_state
 
     def log_prob(params: Params, obs: Arrays, actions: Arrays) -> jax.Array:
-        mean, std, _ = forward(params, obs)
+        return step_log_prob(params, obs, actions, {})[0]
+
+    def step_log_prob(params: Params, obs: Arrays, actions: Arrays, state: Arrays) -> tuple[jax.Array, Arrays]:
+        mean, std, _, next_state = step_forward(params, obs, state)
         total = jnp.zeros((), jnp.float32)
         for a in stochastic:
             z = (jnp.asarray(actions[a.name], jnp.float32) - mean[a.name]) / std[a.name]
             total = total + jnp.sum(-0.5 * jnp.square(z) - jnp.log(std[a.name]) - 0.5 * math.log(2 * math.pi))
-        return total
+        return total, next_state
 
     def log_prior(params: Params) -> jax.Array:
         values = constrain(params)
@@ -402,14 +434,40 @@ def lower(tp: TypedProgram, grouped: bool = True) -> CompiledPolicy:
                 total = total + jnp.sum(priors.log_density(w.prior.family, w.prior.args, values[w.name], jnp))
         return total
 
+    state0 = {st.name: jnp.asarray(np.broadcast_to(np.asarray(st.init, np.bool_ if st.type.base == T.BOOL
+                                                              else np.float32), st.type.shape))
+              for st in tp.states}
+    if tp.states:  # the memoryless entry points would have to make up a state: they refuse
+        entries = [_needs_state(tp, f, s) for f, s in (
+            ("apply", "step_distribution"), ("distribution", "step_distribution"), ("sample", "step_sample"),
+            ("log_prob", "step_log_prob"))]
+    else:
+        entries = [jax.jit(f) for f in (apply, forward, sample, log_prob)]
     return CompiledPolicy(
         init=init,
-        apply=jax.jit(apply),
-        distribution=jax.jit(forward),
-        sample=jax.jit(sample),
-        log_prob=jax.jit(log_prob),
+        apply=entries[0],
+        distribution=entries[1],
+        sample=entries[2],
+        log_prob=entries[3],
         log_prior=jax.jit(log_prior),
         constrain=constrain,
         unconstrain=unconstrain,
         program=tp,
+        state0=state0,
+        step_distribution=jax.jit(step_forward),
+        step_sample=jax.jit(step_sample),
+        step_log_prob=jax.jit(step_log_prob),
     )
+
+
+def _needs_state(tp: TypedProgram, name: str, instead: str) -> Callable:
+    """What a stateful program's `apply`, `distribution`, `sample` and `log_prob` are: a function that
+    says to use the step function, which carries the state (never a silent initial state)."""
+    names = ", ".join(f'"{st.name}"' for st in tp.states)
+
+    def refuse(*args, **kwargs):
+        raise ValueError(f'policy "{tp.name}" has memory (state {names}), so `{name}` cannot run it: call '
+                         f"`{instead}` with a state, starting from `policy.state0`, and carry the state it returns")
+
+    refuse.__name__ = name
+    return refuse

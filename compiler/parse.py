@@ -128,6 +128,10 @@ class _Builder:
         name, typ, rng, expr, noise, doc = c
         return ast.ActionDecl(name.value, typ, rng, expr, noise, doc, self._s(meta), _tspan(self.file, name))
 
+    def state_decl(self, meta, c):
+        name, typ, rng, init, update, doc = c
+        return ast.StateDecl(name.value, typ, rng, init, update, doc, self._s(meta), _tspan(self.file, name))
+
     def expect_decl(self, meta, c):
         claim, doc = c
         return ast.ExpectDecl(claim, doc, self._s(meta))

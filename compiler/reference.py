@@ -45,9 +45,10 @@ Array = np.ndarray
 
 
 class Outputs(NamedTuple):
-    values: dict[str, Array]  # latents and (clipped) actions, by name
+    values: dict[str, Array]  # latents and (clipped) actions, by name; states at the start of the step
     means: dict[str, Array]  # action name -> unclipped mean, broadcast to the action's shape
     stds: dict[str, Array]  # action name -> noise std, broadcast to the action's shape (stochastic actions only)
+    next_state: dict[str, Array] = {}  # state name -> its value at the next step (the `next` clipped to its range)
 
 
 _UNARY_FUNCS = {
@@ -172,8 +173,11 @@ class _Interpreter:
 
 def run(tp: T.TypedProgram, weights: Mapping[str, Any], obs: Mapping[str, Any],
         mlp_params: Optional[Mapping[str, Any]] = None, overrides: Optional[Mapping[str, Any]] = None,
-        batch: Optional[int] = None) -> Outputs:
+        batch: Optional[int] = None, state: Optional[Mapping[str, Any]] = None, step: bool = False) -> Outputs:
     """Evaluate every latent and action (see the module docstring for the inputs).
+
+    state: the value of every state at the start of the step (a missing one: its initial value);
+    step: also compute the outputs' `next_state`, the values at the next step.
 
     batch=None: unbatched inputs and outputs; batch=B: a leading axis of size B on
     every input, override and output."""
@@ -204,6 +208,13 @@ def run(tp: T.TypedProgram, weights: Mapping[str, Any], obs: Mapping[str, Any],
                 interp.env[w.name] = given(w.name, src[w.name], w.type)
             else:
                 interp.env[w.name] = interp.full(w.init, w.type)
+        for st in tp.states:
+            if st.name in overrides:  # a monotonicity search varying a state
+                interp.env[st.name] = given(st.name, overrides[st.name], st.type)
+            elif state is not None and st.name in state:
+                interp.env[st.name] = given(st.name, state[st.name], st.type)
+            else:
+                interp.env[st.name] = interp.full(st.init, st.type)
         means: dict[str, Array] = {}
         stds: dict[str, Array] = {}
         for node in tp.nodes:
@@ -220,12 +231,18 @@ def run(tp: T.TypedProgram, weights: Mapping[str, Any], obs: Mapping[str, Any],
             if node.name in overrides:
                 value = given(node.name, overrides[node.name], node.type)
             interp.env[node.name] = value
+        nexts: dict[str, Array] = {}
+        for st in tp.states if step else ():
+            x = np.broadcast_to(interp.aligned(interp.expr(st.update), st.update.type, st.type.ndim),
+                                (B,) + st.type.shape)
+            nexts[st.name] = x if st.type.base == T.BOOL else np.minimum(np.maximum(x, st.lo), st.hi)
 
     def out(x: Array) -> Array:
         return np.array(x[0] if batch is None else x)
 
-    values = {n.name: out(interp.env[n.name]) for n in tp.nodes}
-    return Outputs(values, {k: out(v) for k, v in means.items()}, {k: out(v) for k, v in stds.items()})
+    values = {n.name: out(interp.env[n.name]) for n in (*tp.nodes, *tp.states)}  # states: at the step's start
+    return Outputs(values, {k: out(v) for k, v in means.items()}, {k: out(v) for k, v in stds.items()},
+                   {k: out(v) for k, v in nexts.items()})
 
 
 def evaluate(tp: T.TypedProgram, weights: Mapping[str, Any], obs: Mapping[str, Any],

@@ -79,6 +79,17 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         "action a : : real = 1",
         "action a : in [0, 1] = 1",
     ],
+    "A state needs a type, `=` with its initial value and `next` with its update, like "
+    "`state integ : real in [-1, 1] = 0 next integ + err`.": [
+        "state s",
+        "state s = 0 next s",
+        "state s : real",
+        "state s : real = 0",
+        "state s : real in [0, 1] = 0",
+        "state s : real 0 next s",
+        "state s : real = 0 s",
+        "state s : real = 0 next",
+    ],
     "An observation has no `=`: its value comes from the environment (a fitted constant is a `weight`).": [
         "obs a : real = 1",
         "obs a : real in [0, 1] = 1",
@@ -222,7 +233,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
 # set and the same kind of unexpected token; heuristics on the token classes label the
 # states no example covers.
 
-_DECL_KEYWORDS = frozenset({"POLICY", "OBS", "WEIGHT", "LATENT", "ACTION", "EXPECT", "CONST"})
+_DECL_KEYWORDS = frozenset({"POLICY", "OBS", "WEIGHT", "LATENT", "ACTION", "EXPECT", "CONST", "STATE"})
 _OPERATORS = frozenset({"ADDOP", "MULOP", "COMPARE", "CIRCUMFLEX", "AND", "OR"})
 _VALUE_START = frozenset({"NAME", "NUMBER", "LPAR", "LSQB", "TRUE", "FALSE", "IF", "NOT", "MINUS", "PLUS"})
 _CLOSERS = frozenset({"RPAR", "RSQB"})

@@ -7,7 +7,8 @@ declarations come in dependency order. All nodes are frozen.
 
 Expression nodes (`TExpr`):
     Const(value, type)              numeric or bool literal (value: nested tuples for arrays)
-    Ref(name, kind, type)           kind: "obs" | "weight" | "latent" | "action"
+    Ref(name, kind, type)           kind: "obs" | "weight" | "latent" | "action" | "state"
+                                        (a state's Ref reads its value at the start of the step)
     Unary(op, x, type)              op: "neg" | "not"
     Binary(op, l, r, type)          op: "add" "sub" "mul" "div" "pow"
                                         "eq" "ne" "lt" "le" "gt" "ge" "and" "or"
@@ -75,7 +76,7 @@ class Const:
 @record
 class Ref:
     name: str
-    kind: str  # "obs", "weight", "latent", "action"
+    kind: str  # "obs", "weight", "latent", "action", "state"
     type: Type
     span: Span
 
@@ -240,6 +241,26 @@ class Action:
 
 
 @record
+class State:
+    """`state NAME : TYPE [RANGE] = INIT next UPDATE`: memory carried from one step to the next.
+
+    A `Ref(name, "state", ...)` reads the value at the start of the step (`init` at the first
+    step of an episode: nested tuples of `type.shape`, floats or bools); `update` is evaluated
+    after every latent and action of the step, broadcast to `type`, clipped to [lo, hi] (real
+    states), and is the value at the next step. Reading a state is a delay, so it never makes a
+    cycle."""
+
+    name: str
+    type: Type
+    lo: float  # -inf when not declared
+    hi: float
+    init: Union[float, bool, tuple]
+    update: TExpr
+    doc: Optional[str]
+    span: Span
+
+
+@record
 class MonoIntent:
     target: str
     direction: str  # "increasing" or "decreasing"
@@ -279,9 +300,10 @@ class TypedProgram:
     file: str
     source: str
     consts: tuple[Constant, ...] = ()
+    states: tuple[State, ...] = ()  # memory between steps, in declaration order; () for a memoryless program
 
     def decl(self, name: str):
-        for group in (self.obs, self.weights, self.latents, self.actions, self.consts):
+        for group in (self.obs, self.weights, self.latents, self.actions, self.consts, self.states):
             for d in group:
                 if d.name == name:
                     return d
@@ -333,3 +355,43 @@ def mlps_in(e: TExpr) -> list[Mlp]:
     for c in children(e):
         found += mlps_in(c)
     return found
+
+
+def state_modes(tp: "TypedProgram", state: "State") -> tuple[tuple[str, float], ...]:
+    """The named modes of a state machine: the constants (`const DESCEND = 1`) a state is compared
+    with (`phase == DESCEND`) or given in its `next` expression (`then DESCEND`), as (name, value)
+    in the order of their values. A constant is folded where it is read, so it is recognised by
+    its source text: a `Const` whose text is a declared constant's name."""
+    consts = {c.name: c.value for c in tp.consts}
+    if not consts or state.type.base != REAL or state.type.shape:
+        return ()
+    lines = tp.source.split("\n")
+
+    def name_of(e: TExpr) -> Optional[str]:
+        if not isinstance(e, Const) or e.span.line != e.span.end_line or e.span.line > len(lines):
+            return None
+        text = lines[e.span.line - 1][e.span.column - 1: e.span.end_column - 1]
+        return text if text in consts else None
+
+    found: dict[str, float] = {}
+
+    def compared(e: TExpr) -> None:
+        if isinstance(e, Binary) and e.op in ("eq", "ne"):
+            for a, b in ((e.l, e.r), (e.r, e.l)):
+                if isinstance(a, Ref) and a.name == state.name and name_of(b):
+                    found[name_of(b)] = consts[name_of(b)]
+        for c in children(e):
+            compared(c)
+
+    def assigned(e: TExpr) -> None:  # the leaves of the `next` expression's branches
+        if isinstance(e, Select):
+            assigned(e.a), assigned(e.b)
+        elif name_of(e):
+            found[name_of(e)] = consts[name_of(e)]
+
+    for n in tp.nodes:
+        compared(n.expr)
+    for st in tp.states:
+        compared(st.update)
+    assigned(state.update)
+    return tuple(sorted(found.items(), key=lambda kv: (kv[1], kv[0])))

@@ -267,7 +267,7 @@ def hover_name(doc: Document, name: str) -> str:
     if t is not None and getattr(t, "bounds", None) is not None:
         lines.append("per element" + (" (flat index)" if len(t.type.shape) > 1 else "") + ": "
                      + ", ".join(f"{run} `{constraint_text(lo, hi)}`" for run, lo, hi in _runs(t.bounds)))
-    if t is not None and sym.kind == "weight":
+    if t is not None and sym.kind in ("weight", "state"):  # a state: its value at an episode's start
         lines.append(f"initial value: `{_value_text(t.init)}`")
         if getattr(t, "prior", None) is not None:
             lines.append(f"prior: `{t.prior}`")

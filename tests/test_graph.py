@@ -74,11 +74,13 @@ def pairs(tp: T.TypedProgram) -> tuple[set[tuple[str, str]], set[tuple[str, str]
         std = T.refs(d.std) if isinstance(d, T.Action) and d.std is not None else set()
         all_pairs |= {(d.name, r) for r in mean | std}
         std_only |= {(d.name, r) for r in std - mean}
+    for st in tp.states:  # a state reads what its `next` expression reads (a delay edge)
+        all_pairs |= {(st.name, r) for r in T.refs(st.update)}
     return all_pairs, std_only
 
 
 def declared(tp: T.TypedProgram) -> set[str]:
-    return {d.name for d in tp.obs + tp.weights + tp.latents + tp.actions}
+    return {d.name for d in tp.obs + tp.weights + tp.latents + tp.actions + tp.states}
 
 
 def svg_nodes(root: ET.Element) -> dict[str, ET.Element]:
@@ -153,7 +155,8 @@ def test_every_edge_goes_to_a_later_layer(text):
     layer = graph.layers(tp)
     assert set(layer) == declared(tp)
     assert all(layer[o.name] == 0 for o in tp.obs)
-    assert all(layer[e.src] < layer[e.dst] for e in graph.edges(tp))
+    assert all(layer[e.src] < layer[e.dst] for e in graph.edges(tp) if not e.delay)
+    assert all(layer[st.name] == 0 for st in tp.states)  # a delay edge goes back to its state, in column 0
 
 
 def test_unread_actions_are_in_the_last_layer_and_weights_before_their_reader():
