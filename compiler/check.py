@@ -22,7 +22,7 @@ from .typed import BOOL, REAL, Type
 from .check_expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
 from .consts import ConstChecker
 from .elements import element_bounds
-from .text import bounds
+from .text import bounds, constraint, interval, number
 
 def _const_value(e: ast.Expr, consts: Optional[dict[str, float]] = None) -> Optional[Union[float, tuple]]:
     """A weight's initial value or a prior's argument: a number or a (nested) vector literal of
@@ -345,10 +345,9 @@ class _Checker(ExprChecker, ConstChecker):
                     return None
                 if not lo <= x <= hi:
                     self.error(errors.state_init_invalid(
-                        d.init.span, d.name, f"is {fmt_num(x)}, outside its declared range "
-                        + (f"[{fmt_num(lo)}, {fmt_num(hi)}]" if lo > -math.inf and hi < math.inf
-                           else _constraint_text(lo, hi)),
-                        f"Start inside the range, e.g. `= {fmt_num(min(max(x, lo), hi))}`."))
+                        d.init.span, d.name, f"is {number(x)}, outside its declared range "
+                        + (interval(lo, hi) if lo > -math.inf and hi < math.inf else constraint(lo, hi)),
+                        f"Start inside the range, e.g. `= {number(min(max(x, lo), hi))}`."))
                     return None
         return typ, lo, hi, value
 
