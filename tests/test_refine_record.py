@@ -56,3 +56,24 @@ def test_a_run_written_before_the_record_resumes_and_reports(tmp_path, monkeypat
     assert [r["round"] for r in summary["rounds"]] == [0, 1] and summary["status"] == "the model chose STOP"
     assert any(line.startswith("final policy: run/round_01/policy.pol") for line in outcome.stdout)
     assert main(["report", "run", "-o", "report.html"]) == 0 and "reach2" in Path("report.html").read_text()
+
+
+def test_the_ray_address_comes_from_the_settings_not_the_environment(monkeypatch):
+    """$POLC_RAY_ADDRESS is read where the command's flags are (cli.py), into Settings.ray_address:
+    a population scored with settings that name no cluster stays in this process."""
+    import polc
+    from polc.runtime.cluster.flags import ENV
+    from polc.runtime.refine.candidates import Candidate, evaluate_candidates
+    from polc.runtime.refine.work import FitFailed, Settings
+
+    def unfittable(program, demo, settings):
+        raise FitFailed("the loss is not finite")
+
+    monkeypatch.setenv(ENV, "ray://127.0.0.1:9")  # nothing listens there
+    program = polc.loads(toy.reach_policy(kp=0.3, kd=0.1, std=0.3), "reach.pol")
+    population = [Candidate(1, "", program), Candidate(2, "", program)]
+    scores = evaluate_candidates(population, None, None, [0], Settings(), unfittable)
+    assert [(s.index, s.verdict) for s in scores] == [(1, "unfittable: the loss is not finite"),
+                                                      (2, "unfittable: the loss is not finite")]
+    assert Settings(ray_address="auto").to_json() == Settings().to_json()  # never saved in run.json
+    assert "ray_address" not in Settings().to_json()
