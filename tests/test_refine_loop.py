@@ -137,7 +137,7 @@ def test_every_round_chooses_the_weights_as_polc_fit_does(task, tmp_path, keep):
             assert m.keep is None and m.resets == 0 and m.eval_episodes == 3
         else:  # the toy's initial gains are too low: the fit is better and is kept
             assert m.keep["kept"] == "fitted" and m.keep["reason"].startswith("the fit is no worse in closed loop")
-            assert m["resets"] == 2 and m["eval_episodes"] == 2 and m["closed_loop"]["seeds"] == m["rollout_seeds"]
+            assert m.resets == 2 and m.eval_episodes == 2 and m.closed_loop["seeds"] == m.rollout_seeds
 
 
 def test_with_declared_puts_back_the_declared_weights_and_records_the_fit():
@@ -233,14 +233,16 @@ def test_the_model_is_told_when_the_declared_weights_were_kept():
     from polc.runtime.envs.metric import RETURN
     from polc.runtime.refine.dialogue import Dialogue
 
-    loop = types.SimpleNamespace(metric=RETURN, spec=types.SimpleNamespace(schema=types.SimpleNamespace(name="toy")),
-                                 task=types.SimpleNamespace(instance="track"))
-    m = {"rollout_seeds": [1, 2], "rollout_returns": [500.0, 540.0], "declared_scores": [500.0, 540.0],
-         "closed_loop": {"fitted": -83.0}, "keep": {"kept": "declared", "reason": "worse"}}
-    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    from polc.runtime.refine.record import Round
+
+    ctx = types.SimpleNamespace(metric=RETURN, spec=types.SimpleNamespace(schema=types.SimpleNamespace(name="toy")),
+                                task=types.SimpleNamespace(instance="track"))
+    m = Round(0, False, rollout_seeds=[1, 2], rollout_returns=[500.0, 540.0], declared_scores=[500.0, 540.0],
+              closed_loop={"fitted": -83.0}, keep={"kept": "declared", "reason": "worse"})
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, ctx=ctx))
     assert text.startswith("With its declared weights (before fitting) the same structure scores 520 on average on "
                            "these tracks, fitted -83, so imitation learning made this structure WORSE")
     assert text.endswith("; the declared weights were kept, and the trace and the scores above are theirs")
-    m.pop("keep")
-    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    m.keep = None
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, ctx=ctx))
     assert "fitted 520, so imitation learning did not make it worse" in text and "kept" not in text
