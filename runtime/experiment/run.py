@@ -291,8 +291,7 @@ class Experiment:
             argv += ["--quick"] if self.budget.refine_quick else []
             argv += ["--llm", self.llm] if self.llm else []
             settings = quick(Settings()) if self.budget.refine_quick else Settings()
-            request = Request(str(self.folder), settings, llm=self.llm, output=str(run),
-                              command="polc " + " ".join(argv))
+            request = Request(str(self.folder), settings, llm=self.llm, output=str(run))  # run.json: `polc refine TASK`
         try:
             outcome = resume(run) if request is None else start(request)
         except UsageError as e:
