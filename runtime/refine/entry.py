@@ -396,7 +396,7 @@ def _refine(inv: Invocation, out: Outcome, run: Any, task: Any, settings: Any, c
         if text is None:  # not a full or read-only disk: a bug, for the CLI to report
             raise
         return out.fail(f"{text[len('polc: '):]}\nThe run stopped in the round in progress; after fixing this, "
-                     f"continue with `polc refine --resume {run.path}`.")
+                        f"continue with `polc refine --resume {run.path}`.")
     _finish(out, run, loop, notice, status, task, inv.quiet_scores)
     if loop.history and loop.history[-1].unusable_replies:
         out.err(f"polc: the run ended early because the model's replies could not be used (exit "
