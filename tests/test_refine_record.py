@@ -77,3 +77,13 @@ def test_the_ray_address_comes_from_the_settings_not_the_environment(monkeypatch
                                                       (2, "unfittable: the loss is not finite")]
     assert Settings(ray_address="auto").to_json() == Settings().to_json()  # never saved in run.json
     assert "ray_address" not in Settings().to_json()
+
+
+def test_start_says_why_a_task_folder_cannot_be_used_in_its_outcome(tmp_path):
+    """The library returns what `polc refine` prints and exits with; it prints nothing itself."""
+    from polc.runtime.refine.entry import Request, start
+
+    outcome = start(Request(str(tmp_path / "nothing"), output=str(tmp_path / "run")))
+    assert (outcome.code, outcome.stdout, outcome.history) == (1, [], [])
+    assert outcome.stderr == [f"polc: {tmp_path / 'nothing'} has no task.md (the task description the model reads)."]
+    assert not (tmp_path / "run").exists()
