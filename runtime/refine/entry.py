@@ -80,7 +80,7 @@ class Outcome:
     code: int = 0
     run: Optional[Path] = None
     status: str = ""                        # the run's last word ("the model chose STOP", ...)
-    history: list[Round] = field(default_factory=list)  # every complete round
+    history: list[Round] = field(default_factory=list)  # every complete round (also of a run that stopped)
     stdout: list[str] = field(default_factory=list)      # the table, the final policy, what to run next
     stderr: list[str] = field(default_factory=list)      # why it stopped, how to continue
 
@@ -381,6 +381,7 @@ def _refine(inv: Invocation, out: Outcome, run: Any, task: Any, settings: Any, c
     try:
         with sigterm_interrupts(), ui:  # the round in progress is redone on --resume
             loop = Loop(run, task, settings, choice, ui, prices=prices, budget=budget)
+            out.history = loop.history  # the complete rounds, also when the run stops on an error
             if loop.finished:
                 ui.say("this run is already finished.")
             for _ in loop.rounds():
