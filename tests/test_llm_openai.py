@@ -199,10 +199,9 @@ def test_refine_on_the_toy_task_through_an_openai_compatible_server(task, tmp_pa
     assert [(e["model"], e["input_tokens"], e["output_tokens"]) for e in exchanges] == [
         ("openai:fake", 1000 + i, 10 + i) for i in range(4)]
     assert [e["reply"] for e in exchanges] == replies
-    import argparse
+    from polc.runtime.refine.entry import _Resuming, _resumed_run
 
-    from polc.runtime.refine.cli import _resumed_run
-    *_, choice = _resumed_run(argparse.Namespace(resume=str(run), llm_timeout=None))
+    *_, choice = _resumed_run(_Resuming(resume=str(run)))
     assert (choice.spec, choice.kind, choice.options) == ("openai:fake", "openai", (("seed", "7"),))
 
 

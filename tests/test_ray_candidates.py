@@ -5,6 +5,7 @@ local order, a candidate's own failure kept as its verdict, a dead worker's cand
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # before Ray is imported
 
@@ -53,10 +54,9 @@ def test_candidates_on_ray_get_the_local_scores_in_order(cluster, monkeypatch):
 
     spec, population = _population()
     seeds, settings, fit = [0, 1, 2], Settings(), _fake_fit()
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv(ENV, "auto")  # the settings name the cluster, not the environment
     local = evaluate_candidates(population, None, spec, seeds, settings, fit)
-    monkeypatch.setenv(ENV, "auto")  # the cluster this process is connected to
-    remote = evaluate_candidates(population, None, spec, seeds, settings, fit)
+    remote = evaluate_candidates(population, None, spec, seeds, replace(settings, ray_address="auto"), fit)
     assert remote == local
     assert [s.index for s in remote] == [1, 2, 3] and len(remote[0].scores) == 3
     assert [s.verdict for s in remote] == ["scored", "scored", "unfittable: the loss is not finite"]
@@ -68,7 +68,7 @@ def test_a_candidate_whose_worker_dies_is_rerun(cluster, monkeypatch, tmp_path):
 
     spec, population = _population()
     marker = tmp_path / "died"
-    monkeypatch.setenv(ENV, "auto")
-    scores = evaluate_candidates(population[:2], None, spec, [0, 1], Settings(), _fake_fit(str(marker)))
+    scores = evaluate_candidates(population[:2], None, spec, [0, 1], Settings(ray_address="auto"),
+                                 _fake_fit(str(marker)))
     assert marker.exists() and [s.index for s in scores] == [1, 2]
     assert all(s.verdict == "scored" for s in scores)

@@ -16,6 +16,7 @@ from polc.runtime.envs.metric import RETURN, Metric
 from polc.runtime.trace.evaluate import EvalResult
 from polc.runtime.llm import read_exchanges
 from polc.runtime.refine import context, replies, scores
+from polc.runtime.refine.record import Round
 from polc.runtime.task import load_task
 from polc.runtime.refine.report import table_text
 from polc.runtime.refine.work import check
@@ -55,11 +56,11 @@ def test_another_metric_carries_its_name_unit_and_direction():
 def test_the_history_shows_each_traced_episodes_metric():
     m = dict(round_metrics(0, 0.54, 0.01), rollout_seeds=[1, 2], rollout_returns=[1509.8, 744.1],
              rollout_scores=[0.5337, 0.5432])
-    text = context.history([m], "analysis", DISTANCE, "door configuration")
+    text = context.history([Round.from_json(m)], "analysis", DISTANCE, "door configuration")
     assert ("min handle-to-target distance 0.5337 m on seed 1, 0.5432 m on seed 2 (lower is better; returns "
             "1509.8, 744.1) on the training door configuration(s); your move: REVISE") in text
-    assert "return 1509.8 on seed 1" in context.history([m], "analysis")  # a return-scored run
-    assert "1509.8" not in context.history([m], "none", DISTANCE)  # no execution feedback at all
+    assert "return 1509.8 on seed 1" in context.history([Round.from_json(m)], "analysis")  # a return-scored run
+    assert "1509.8" not in context.history([Round.from_json(m)], "none", DISTANCE)  # no execution feedback at all
 
 
 def test_the_best_round_respects_the_direction():

@@ -31,8 +31,8 @@ def runs(task, tmp_path_factory):
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_every_token_the_model_was_sent_is_counted(runs, mode):
     loop, model, _ = runs[mode]
-    assert sum(m["llm"]["input_tokens"] for m in loop.history) == sum(tokens(render(p)) for p in model.prompts)
-    assert sum(m["llm"]["calls"] for m in loop.history) == len(model.prompts)
+    assert sum(m.llm["input_tokens"] for m in loop.history) == sum(tokens(render(p)) for p in model.prompts)
+    assert sum(m.llm["calls"] for m in loop.history) == len(model.prompts)
 
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
@@ -64,16 +64,16 @@ def test_none_mode_gives_no_execution_feedback(runs):
     assert "Earlier rounds of this run:\n- Round 0: structure \"reach\"; your move: REVISE" in sent
     # No trace reaches the model (above); the episodes counted are keep=best's closed-loop choice
     # between the fitted and the declared weights, one of each per training seed.
-    assert [m["resets"] for m in loop.history] == [2, 2]
-    assert all(m["keep"]["kept"] in ("fitted", "declared") for m in loop.history)
+    assert [m.resets for m in loop.history] == [2, 2]
+    assert all(m.keep["kept"] in ("fitted", "declared") for m in loop.history)
 
 
 def test_the_table_costs_what_it_weighs(runs):
     (table, _, path), (none, _, _) = runs["table"], runs["none"]
     csv = table_csv(read_table(str(RunDir(path).round_dir(0) / "trace.parquet")))
-    first = lambda loop: loop.history[0]["llm"]["input_tokens"]  # noqa: E731
+    first = lambda loop: loop.history[0].llm["input_tokens"]  # noqa: E731
     assert first(table) - first(none) >= tokens(csv)
-    assert [m["resets"] for m in table.history] == [2, 2]  # the traced seed, and it with the declared weights
+    assert [m.resets for m in table.history] == [2, 2]  # the traced seed, and it with the declared weights
 
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min

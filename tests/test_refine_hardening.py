@@ -40,7 +40,7 @@ def test_a_revision_whose_action_is_nan_is_sent_back_and_nothing_is_lost(task, t
     nanny = nan_near(env.target, np.unique(demo.column("obs.target")))
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(nanny), pol(GOOD), ANALYSIS, STOP])
     m1 = loop.history[1]
-    assert m1["regenerations"] == 1 and m1["policy_name"] == "reach2" and m1["move"]["kind"] == "STOP"
+    assert m1.regenerations == 1 and m1.policy_name == "reach2" and m1.move["kind"] == "STOP"
     prompt = model.prompts[2][-1].text
     assert "# The fitted structure acts with a non-finite value" in prompt
     assert 'the policy\'s action "push" is NaN at step 0' in prompt and "policy nanny" in prompt
@@ -48,7 +48,7 @@ def test_a_revision_whose_action_is_nan_is_sent_back_and_nothing_is_lost(task, t
     assert (d / "nonfinite-1.pol").read_text() == nanny
     assert 'action "push" is NaN' in (d / "nonfinite-1.txt").read_text()
     assert (d / "nonfinite-1.params.json").is_file() and (d / "policy.pol").read_text() == GOOD
-    assert (d / "trace.parquet").is_file() and "eval" in m1
+    assert (d / "trace.parquet").is_file() and m1.eval is not None
 
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
@@ -65,8 +65,8 @@ def test_nan_actions_that_never_go_away_end_the_run_as_unusable(task, tmp_path):
     loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise(nanny), pol(nanny)],
                        settings=replace(FAST, max_regenerations=1))
     last = loop.history[-1]
-    assert "could not be rolled out with finite actions after 1 regenerations" in last["end"]
-    assert last["unusable_replies"] and "eval" not in last
+    assert "could not be rolled out with finite actions after 1 regenerations" in last.end
+    assert last.unusable_replies and last.eval is None
 
 
 def partial_copy(demo_path, into):
@@ -96,7 +96,7 @@ def test_the_model_is_shown_where_the_demonstration_leaves_the_declared_ranges(t
     assert "The demonstration leaves the ranges the program declares in 1 column(s)" in first
     assert "  - obs.vel: " in first and "outside [-0.1, 0.1], by up to" in first
     assert any(n.startswith(f"'{partial}' is a partial table") for n in ui.notices), ui.notices
-    [outside] = loop.history[0]["demo_outside_ranges"]
+    [outside] = loop.history[0].demo_outside_ranges
     assert outside["column"] == "obs.vel" and outside["rows"] > 0 and outside["by"] > 0
     plain = render_first_prompt(task, tmp_path / "plain")
     assert "leaves the ranges" not in plain  # the demonstration within the declared ranges: nothing said

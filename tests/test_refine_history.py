@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from polc.runtime.envs.metric import Metric
 from polc.runtime.refine.changes import structure_changes
-from polc.runtime.refine.context import history
+from polc.runtime.refine.context import history as history_text
+from polc.runtime.refine.record import Round
+
+
+def history(rounds, *args, current=None):
+    """`context.history` of rounds written as metrics.json has them."""
+    return history_text([Round.from_json(m) for m in rounds], *args,
+                        current=None if current is None else Round.from_json(current))
 
 BEFORE = '''policy car "drives"
 obs speed : real in [0, 2] "speed"

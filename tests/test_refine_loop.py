@@ -18,8 +18,8 @@ from polc.runtime.refine.rundir import RunDir
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_a_run_revises_then_stops_and_keeps_every_file(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(), ANALYSIS, STOP])
-    assert [m.get("move", {}).get("kind") for m in loop.history] == ["REVISE", "STOP"]
-    assert loop.history[-1]["end"] == "the model chose STOP"
+    assert [m.move_kind for m in loop.history] == ["REVISE", "STOP"]
+    assert loop.history[-1].end == "the model chose STOP"
     run = RunDir.open(tmp_path / "run")
     r0, r1 = run.round_dir(0), run.round_dir(1)
     for name in ("policy.pol", "params.json", "trace.parquet", "analysis_1.py", "analysis_1.txt", "diagnostics.txt",
@@ -34,7 +34,7 @@ def test_a_run_revises_then_stops_and_keeps_every_file(task, tmp_path):
     assert "steps 50" in second and "Built-in diagnostics" in second and "MOVE: TEST" in second
     assert "Earlier rounds of this run:\n- Round 0: structure \"reach\"" in model.prompts[2][1].text
     m0 = loop.history[0]
-    assert f"With its declared weights (before fitting) the same structure scores {m0['declared_scores'][0]:.4g}" \
+    assert f"With its declared weights (before fitting) the same structure scores {m0.declared_scores[0]:.4g}" \
         in first and "imitation learning" in first
 
 
@@ -43,10 +43,10 @@ def test_calls_tokens_and_resets_are_counted_per_round(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(), ANALYSIS, STOP])
     sent = [tokens(render(p)) for p in model.prompts]
     m0, m1 = loop.history
-    assert (m0["llm"]["calls"], m1["llm"]["calls"]) == (2, 2)
-    assert m0["llm"]["input_tokens"] + m1["llm"]["input_tokens"] == sum(sent)
+    assert (m0.llm["calls"], m1.llm["calls"]) == (2, 2)
+    assert m0.llm["input_tokens"] + m1.llm["input_tokens"] == sum(sent)
     # one traced episode and the same seed with the declared weights (shown to the model) per round
-    assert (m0["resets"], m1["resets"], m0["eval_episodes"]) == (2, 2, 2)
+    assert (m0.resets, m1.resets, m0.eval_episodes) == (2, 2, 2)
     records = [r for k in (0, 1) for r in read_exchanges(RunDir(tmp_path / "run").round_dir(k))]
     assert [r["index"] for r in records] == [0, 1, 2, 3]
     assert [r["input_tokens"] for r in records] == sent
@@ -56,7 +56,7 @@ def test_calls_tokens_and_resets_are_counted_per_round(task, tmp_path):
 def test_a_revision_failing_check_is_repaired(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(BROKEN), pol(GOOD), ANALYSIS, STOP])
     m0 = loop.history[0]
-    assert m0["llm"]["repairs"] == 1 and m0["move"]["kind"] == "REVISE"
+    assert m0.llm["repairs"] == 1 and m0.move["kind"] == "REVISE"
     repair_prompt = model.prompts[2][-1].text
     assert "does not pass `polc check` (repair 1 of at most 2)" in repair_prompt
     assert "E0302" in repair_prompt and "round_00/next.pol" in repair_prompt
@@ -68,7 +68,7 @@ def test_a_revision_failing_check_is_repaired(task, tmp_path):
 def test_a_revision_still_failing_after_every_repair_ends_the_run(task, tmp_path):
     loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise(BROKEN), pol(BROKEN), pol(BROKEN)])
     (m0,) = loop.history
-    assert m0["llm"]["repairs"] == 2 and "still fails polc check after 2 repairs" in m0["end"]
+    assert m0.llm["repairs"] == 2 and "still fails polc check after 2 repairs" in m0.end
     assert not (RunDir(tmp_path / "run").round_dir(0) / "next.pol").exists()
 
 
@@ -76,7 +76,7 @@ def test_a_revision_still_failing_after_every_repair_ends_the_run(task, tmp_path
 def test_an_unfittable_structure_is_regenerated(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(UNFITTABLE), pol(GOOD), ANALYSIS, STOP])
     m1 = loop.history[1]
-    assert m1["regenerations"] == 1 and m1["policy_name"] == "reach2"
+    assert m1.regenerations == 1 and m1.policy_name == "reach2"
     prompt = model.prompts[2][-1].text
     assert "could not fit this structure" in prompt and 'latent "shaped" is not finite' in prompt
     d = RunDir(tmp_path / "run").round_dir(1)
@@ -85,8 +85,8 @@ def test_an_unfittable_structure_is_regenerated(task, tmp_path):
 
 def test_fitting_that_never_succeeds_ends_the_run(task, tmp_path):
     loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise(UNFITTABLE), pol(UNFITTABLE), pol(UNFITTABLE)])
-    assert "could not be fitted after 2 regenerations" in loop.history[-1]["end"]
-    assert "eval" not in loop.history[-1]
+    assert "could not be fitted after 2 regenerations" in loop.history[-1].end
+    assert loop.history[-1].eval is None
 
 
 @pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
@@ -94,7 +94,7 @@ def test_a_test_move_runs_more_analysis_until_the_limit(task, tmp_path):
     more = CODE.replace('"steps"', '"rows"')
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, "MOVE: TEST\nMore.\n" + py(more), STOP])
     (m0,) = loop.history
-    assert m0["tests"] == 1 and [a["file"] for a in m0["analyses"]] == ["analysis_1.py", "analysis_2.py"]
+    assert m0.tests == 1 and [a["file"] for a in m0.analyses] == ["analysis_1.py", "analysis_2.py"]
     assert "rows 50" in model.prompts[2][-1].text
     assert "MOVE: TEST" not in model.prompts[2][-1].text  # max_tests = 1 was used up
 
@@ -102,13 +102,13 @@ def test_a_test_move_runs_more_analysis_until_the_limit(task, tmp_path):
 def test_an_unusable_reply_goes_back_with_the_reason(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", ["Let me think about it.", ANALYSIS, STOP])
     (m0,) = loop.history
-    assert m0["llm"]["reply_retries"] == 1 and m0["move"]["kind"] == "STOP"
+    assert m0.llm["reply_retries"] == 1 and m0.move["kind"] == "STOP"
     assert "Your reply could not be used: it has no ```python block" in model.prompts[1][-1].text
 
 
 def test_replies_that_stay_unusable_end_the_run(task, tmp_path):
     loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, "no idea", "still no idea"])
-    assert "no usable reply for move in 2 tries" in loop.history[-1]["end"]
+    assert "no usable reply for move in 2 tries" in loop.history[-1].end
 
 
 def test_a_revision_in_the_last_round_is_fitted_and_evaluated(task, tmp_path):
@@ -116,10 +116,10 @@ def test_a_revision_in_the_last_round_is_fitted_and_evaluated(task, tmp_path):
 
     loop, _ = run_loop(task, tmp_path / "run", [ANALYSIS, revise()], settings=replace(FAST, rounds=1))
     final = loop.history[-1]
-    assert final["final"] and final["policy_name"] == "reach2" and "eval" in final and final["llm"]["calls"] == 0
+    assert final.final and final.policy_name == "reach2" and final.eval is not None and final.llm["calls"] == 0
     # its rollout is shown to no one, but it and the declared weights' choose the params (keep-better): resets
-    assert final["resets"] == 2 and final["eval_episodes"] == 2 and final["keep"]["kept"] in ("fitted", "declared")
-    assert final["closed_loop"]["seeds"] == final["rollout_seeds"]
+    assert final.resets == 2 and final.eval_episodes == 2 and final.keep["kept"] in ("fitted", "declared")
+    assert final.closed_loop["seeds"] == final.rollout_seeds
     metrics = json.loads((RunDir(tmp_path / "run").round_dir(1) / "metrics.json").read_text())
     assert metrics["end"] == "the last revision was fitted and evaluated"
     for k, m in enumerate(loop.history):  # checked here, on a run this test makes anyway
@@ -157,10 +157,10 @@ def test_every_round_chooses_the_weights_as_polc_fit_does(task, tmp_path, keep):
     loop, _ = run_loop(task, tmp_path / "run", [revise()], settings=replace(FAST, rounds=1, keep=keep, feedback="none"))
     for m in loop.history:
         if keep == "fitted":
-            assert "keep" not in m and m["resets"] == 0 and m["eval_episodes"] == 3
+            assert m.keep is None and m.resets == 0 and m.eval_episodes == 3
         else:  # the toy's initial gains are too low: the fit is better and is kept
-            assert m["keep"]["kept"] == "fitted" and m["keep"]["reason"].startswith("the fit is no worse in closed loop")
-            assert m["resets"] == 2 and m["eval_episodes"] == 2 and m["closed_loop"]["seeds"] == m["rollout_seeds"]
+            assert m.keep["kept"] == "fitted" and m.keep["reason"].startswith("the fit is no worse in closed loop")
+            assert m.resets == 2 and m.eval_episodes == 2 and m.closed_loop["seeds"] == m.rollout_seeds
 
 
 def test_with_declared_puts_back_the_declared_weights_and_records_the_fit():
@@ -192,8 +192,8 @@ def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
     run = RunDir.create(second, {})
     again = Loop(run, load_task(str(task)), FAST, Choice(spec, "replay", str(tmp_path / "first")), FakeUI())
     again.run()
-    assert [m["llm"] for m in again.history] == [m["llm"] for m in first.history]
-    assert [m["eval"] for m in again.history] == [m["eval"] for m in first.history]
+    assert [m.llm for m in again.history] == [m.llm for m in first.history]
+    assert [m.eval for m in again.history] == [m.eval for m in first.history]
     assert (second / "exchanges.jsonl").read_text().count("\n") == 4
 
 
@@ -220,8 +220,8 @@ def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, 
                     FakeUI())
         loop.run()
     (m0,) = loop.history
-    assert m0["move"]["kind"] == "STOP"
-    assert (m0["llm"]["calls"], m0["llm"]["input_tokens"], m0["llm"]["output_tokens"]) == (2, 3579, 163)
+    assert m0.move["kind"] == "STOP"
+    assert (m0.llm["calls"], m0.llm["input_tokens"], m0.llm["output_tokens"]) == (2, 3579, 163)
     first = server.requests[0]
     assert "gemini-2.5-flash:generateContent" in first["path"]
     assert "Pol in brief" in json.dumps(first["body"]["systemInstruction"])
@@ -258,15 +258,17 @@ def test_the_model_is_told_when_the_declared_weights_were_kept():
     from polc.runtime.envs.metric import RETURN
     from polc.runtime.refine.dialogue import Dialogue
 
-    loop = types.SimpleNamespace(metric=RETURN, spec=types.SimpleNamespace(schema=types.SimpleNamespace(name="toy")),
-                                 task=types.SimpleNamespace(instance="track"))
-    m = {"rollout_seeds": [1, 2], "rollout_returns": [500.0, 540.0], "declared_scores": [500.0, 540.0],
-         "closed_loop": {"fitted": -83.0}, "keep": {"kept": "declared", "reason": "worse"}}
-    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    from polc.runtime.refine.record import Round
+
+    ctx = types.SimpleNamespace(metric=RETURN, spec=types.SimpleNamespace(schema=types.SimpleNamespace(name="toy")),
+                                task=types.SimpleNamespace(instance="track"))
+    m = Round(0, False, rollout_seeds=[1, 2], rollout_returns=[500.0, 540.0], declared_scores=[500.0, 540.0],
+              closed_loop={"fitted": -83.0}, keep={"kept": "declared", "reason": "worse"})
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, ctx=ctx))
     assert text.startswith("With its declared weights (before fitting) the same structure scores 520 on average on "
                            "these tracks, fitted -83, so imitation learning made this structure WORSE")
     assert text.endswith("; the declared weights were kept, and the trace and the scores above are theirs")
-    m.pop("keep")
-    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, loop=loop))
+    m.keep = None
+    text = Dialogue._closed_loop_text(types.SimpleNamespace(m=m, ctx=ctx))
     assert "fitted 520, so imitation learning did not make it worse" in text and "kept" not in text
 

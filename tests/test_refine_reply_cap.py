@@ -68,12 +68,10 @@ def test_an_over_long_candidate_revision_is_not_a_candidate(tmp_path):
     from refine_helpers import revise
 
     model = FakeModel([revise() + "x" * 5000])
-    p = Population.__new__(Population)
-    p.d = SimpleNamespace(_move_prompt=[Message("user", "Choose a move.")])
-    p.messages, p._asked = [], None
-    p.call = Caller(model, tmp_path, 0, max_reply_chars=1000)
-    p.loop = SimpleNamespace(ui=SimpleNamespace(phase=lambda k, what: None))
-    p.k = 0
+    ctx = SimpleNamespace(ui=SimpleNamespace(phase=lambda k, what: None), settings=None,
+                          run=SimpleNamespace(round_dir=lambda k: tmp_path))
+    p = Population(ctx, 0, Caller(model, tmp_path, 0, max_reply_chars=1000), None, [],
+                   [Message("user", "Choose a move.")])
     move, conversation, problem = p._ask(2, 2)
     assert move is None and problem.startswith("unusable reply: it is longer than the limit of 1000 characters")
     assert len(conversation[-1].text) < 1200

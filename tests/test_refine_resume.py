@@ -34,8 +34,8 @@ def reference(task, tmp_path_factory):
 
 
 def essentials(history):
-    return [(m["round"], m.get("policy_name"), (m.get("move") or {}).get("kind"), m["llm"]["calls"],
-             m["llm"]["repairs"], m.get("resets"), m.get("eval", {}).get("returns")) for m in history]
+    return [(m.round, m.policy_name, m.move_kind, m.llm["calls"], m.llm["repairs"], m.resets,
+             (m.eval or {}).get("returns")) for m in history]
 
 
 @pytest.mark.parametrize("phase", PHASES)

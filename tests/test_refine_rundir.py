@@ -142,7 +142,7 @@ def test_a_missing_run_directory_lists_the_nearest_existing_ones(tmp_path, monke
 
 def test_a_finished_run_ends_with_the_next_commands_and_its_real_directory(tmp_path, monkeypatch):
     from polc.runtime.cli import polc_command
-    from polc.runtime.refine.cli import next_steps
+    from polc.runtime.refine.entry import next_steps
 
     run = tmp_path / "runs" / "reacher-2026-12-06T23-15-00"
     text = next_steps(run, [run / "returns.png", run / "latents.png"], run / "round_02", "gym:Reacher-v5")

@@ -35,9 +35,9 @@ def test_a_run_with_validation_episodes_tells_the_model_and_records_them(task, t
     settings = dataclasses.replace(FAST, rounds=1, validation_episodes=2)
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, STOP], settings)
     m0 = loop.history[0]
-    val = m0["validation"]
-    assert len(val["seeds"]) == 2 and not set(val["seeds"]) & set(m0["rollout_seeds"])
-    assert m0["resets"] == 2 * 1 + 2  # the traced seed, the same with the declared weights, two validation
+    val = m0.validation
+    assert len(val["seeds"]) == 2 and not set(val["seeds"]) & set(m0.rollout_seeds)
+    assert m0.resets == 2 * 1 + 2  # the traced seed, the same with the declared weights, two validation
     first = model.prompts[0][-1].text
     assert f"On 2 validation seed(s) (seeds {val['seeds'][0]}, {val['seeds'][1]}: untraced" in first
     seeds = json.loads((tmp_path / "run" / "seeds.json").read_text())

@@ -161,7 +161,7 @@ def run_dir(tmp_path_factory):
     loop, _ = run_loop(task, root / "run", [ANALYSIS, revise(BROKEN), pol(GOOD), ANALYSIS, STOP])
     run = RunDir(root / "run")
     run.update_config(**write_config(FAST, Choice("fake:model", "fake"), load_task(str(task)), "polc refine task"))
-    write_summary(run, loop.history, "the model chose STOP", None, loop.metric)
+    write_summary(run, [m.to_json() for m in loop.history], "the model chose STOP", None, loop.metric)
     return root / "run"
 
 

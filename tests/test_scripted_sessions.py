@@ -18,6 +18,7 @@ import pytest
 from polc.fmt import format_text
 from polc.runtime.llm import read_exchanges
 from polc.runtime.refine import context, templates
+from polc.runtime.refine.record import Round
 from polc.runtime.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,8 +53,8 @@ def anchors(name: str) -> list[str]:
 
 def history_pattern(instance: str) -> re.Pattern:
     """One line of `context.history` as today's code writes it, its values free."""
-    line = context.history([{"round": 7, "policy_name": "NAME", "rollout_seeds": [1], "rollout_returns": [1.0],
-                             "move": {"kind": "KIND"}}], "analysis", None, instance)
+    line = context.history([Round(7, False, policy_name="NAME", rollout_seeds=[1], rollout_returns=[1.0],
+                                  move={"kind": "KIND"})], "analysis", None, instance)
     text = re.escape(line.splitlines()[1])
     for literal, free in (("7", r"\d+"), ("NAME", r'[^"]*'), (re.escape("return 1.0 on seed 1"), ".*?"),
                           ("KIND", r"[A-Z]+(?: \(after \d+ TEST move\(s\)\))?")):

@@ -276,17 +276,32 @@ class Experiment:
         return {"eval": _scores(evaluate_expert(self.spec, self.seeds))}
 
     def _refine(self, deps: dict) -> dict:
-        """Run (or continue) `polc refine` on the task folder; its summary, digested."""
-        from polc.cli import main as polc
+        """Run (or continue) the refinement loop (`refine.entry`, what `polc refine` runs) on the
+        task folder; its summary, digested."""
+        from ..cli import UsageError
+        from ..refine.entry import Request, resume, start
+        from ..refine.work import Settings, quick
 
         run = self.out / "refine"
         if (run / "run.json").exists():
             argv = ["refine", "--resume", str(run)]
+            request = None
         else:
             argv = ["refine", str(self.folder), "-o", str(run)]
             argv += ["--quick"] if self.budget.refine_quick else []
             argv += ["--llm", self.llm] if self.llm else []
-        code = polc(argv)
+            settings = quick(Settings()) if self.budget.refine_quick else Settings()
+            request = Request(str(self.folder), settings, llm=self.llm, output=str(run))  # run.json: `polc refine TASK`
+        try:
+            outcome = resume(run) if request is None else start(request)
+        except UsageError as e:
+            code, errors = 2, [str(e)]  # bad usage, as polc refine exits
+        else:
+            code, errors = outcome.code, outcome.stderr
+            for line in outcome.stdout:
+                print(line)
+        for line in errors:
+            print(line, file=sys.stderr)
         if code != 0:
             raise ExperimentError(f"`polc {' '.join(argv)}` failed (exit {code}); its run directory {run} is "
                                   f"kept: fix the cause and run the experiment again to continue it")

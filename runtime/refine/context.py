@@ -15,6 +15,8 @@ import numpy as np
 
 from polc.text import bounds
 
+from .record import Round
+
 
 def _dims(shape: Sequence[int]) -> str:
     return "" if not shape else "[" + ", ".join(map(str, shape)) + "]"
@@ -93,14 +95,14 @@ def returns_text(seeds: Sequence[int], returns: Sequence[float], scores: Optiona
     return per_seed_text(seeds, returns, scores, metric or RETURN, successes)
 
 
-def _mean_score(m: dict) -> Optional[float]:
+def _mean_score(m: Round) -> Optional[float]:
     """The mean of a round's traced episodes' scores (the metric's; the returns for the return)."""
-    values = m.get("rollout_scores") or m.get("rollout_returns")
+    values = m.rollout_scores or m.rollout_returns
     return float(np.mean(values)) if values else None
 
 
-def history(previous: Sequence[dict], feedback: str, metric: Any = None, instance: str = "seed",
-            current: Optional[dict] = None) -> str:
+def history(previous: Sequence[Round], feedback: str, metric: Any = None, instance: str = "seed",
+            current: Optional[Round] = None) -> str:
     """The earlier rounds of this run, a few lines each: the score of each traced episode on the
     training seeds (not in the `none` mode, which gives no execution feedback), the move, what
     the revision changed (declarations added, changed, removed), and the mean score before and
@@ -113,17 +115,16 @@ def history(previous: Sequence[dict], feedback: str, metric: Any = None, instanc
         return "This is the first round.\n"
     lines = ["Earlier rounds of this run:"]
     for i, m in enumerate(previous):
-        line = f"- Round {m['round']}: structure \"{m['policy_name']}\""
-        scored = feedback != "none" and bool(m.get("rollout_returns"))
+        line = f"- Round {m.round}: structure \"{m.policy_name}\""
+        scored = feedback != "none" and bool(m.rollout_returns)
         if scored:
-            shown = returns_text(m["rollout_seeds"], m["rollout_returns"], m.get("rollout_scores"), metric,
-                                 m.get("rollout_successes"))
+            shown = returns_text(m.rollout_seeds, m.rollout_returns, m.rollout_scores, metric, m.rollout_successes)
             line += f", {shown} on the training {instance}(s)"
-        move = m.get("move") or {}
+        move = m.move or {}
         if move.get("kind"):
             line += f"; your move: {move['kind']}"
-            if m.get("tests"):
-                line += f" (after {m['tests']} TEST move(s))"
+            if m.tests:
+                line += f" (after {m.tests} TEST move(s))"
         lines.append(line + ".")
         changes = move.get("changes")
         if changes is not None:
@@ -134,6 +135,6 @@ def history(previous: Sequence[dict], feedback: str, metric: Any = None, instanc
         if scored and move.get("kind") == "REVISE" and after is not None and _mean_score(after) is not None:
             name = "return" if metric.is_return else metric.name
             lines.append(f"  Mean {name} on the training {instance}(s): {number(_mean_score(m), metric)} before, "
-                         f"{number(_mean_score(after), metric)} after (round {after['round']})"
+                         f"{number(_mean_score(after), metric)} after (round {after.round})"
                          + ("" if metric.is_return else f"; {metric.direction}") + ".")
     return "\n".join(lines) + "\n"

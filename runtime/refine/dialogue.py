@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Optional, Sequence
 
 from ..llm import Message
 from . import context, replies, templates
 from .converse import Caller, ask, check_and_repair
+from .record import Round, add_time
+from .runcontext import RunContext
 from .work import Fitted, fmt_weights
 
 TEST_LINE = ("- TEST: you need more evidence before deciding. Say what you want to find out and give "
@@ -79,16 +83,45 @@ def prior_text(priors: dict, rows: int) -> str:
             "counts about as much as one more row: it decides a weight only where the rows say little about it.\n")
 
 
-class Dialogue:
-    """The model's side of round `k` of `loop` (a `Loop`)."""
+@dataclass
+class Exchange:
+    """What a round's conversation did, for the loop to record in the round (`record`), also
+    when it stopped part way (an unusable reply): the analyses it ran, its TEST moves, the
+    revision's name, a population's outcome, and the seconds it spent per phase."""
 
-    def __init__(self, loop: Any, k: int, program: Any, text: str, fitted: Fitted, call: Caller, m: dict):
-        self.loop, self.k, self.program, self.text, self.fitted, self.call, self.m = \
-            loop, k, program, text, fitted, call, m
-        self.s = loop.settings
-        self.d = loop.run_dir.round_dir(k)
-        self.tests = 0
+    analyses: list[dict] = field(default_factory=list)
+    tests: Optional[int] = None          # TEST moves, once a move other than TEST was made
+    next_policy: Optional[str] = None
+    candidates: Optional[dict] = None    # `population.Outcome.summary`
+    candidate_resets: int = 0            # the population's episodes (resets beyond one revision)
+    phases: dict[str, float] = field(default_factory=dict)  # sandbox, candidates
+
+    def record(self, m: Round) -> None:
+        m.phases.update(self.phases)
+        if self.analyses:
+            m.analyses = list(self.analyses)
+        m.next_policy = self.next_policy or m.next_policy
+        if self.candidates is not None:
+            m.candidates = self.candidates
+            m.resets = (m.resets or 0) + self.candidate_resets
+        if self.tests is not None:
+            m.tests = self.tests
+
+
+class Dialogue:
+    """The model's side of round `k` (`m`: the round so far, read for the prompts); what it
+    did is in `exchange`."""
+
+    def __init__(self, ctx: RunContext, history: Sequence[Round], k: int, program: Any, text: str, fitted: Fitted,
+                 call: Caller, m: Round):
+        self.ctx, self.history, self.k, self.program, self.text, self.fitted, self.call, self.m = \
+            ctx, history, k, program, text, fitted, call, m
+        self.s = ctx.settings
+        self.d = ctx.run.round_dir(k)
+        self.exchange = Exchange()
+        self._tests = 0  # TEST moves of the round, once it ended in another move
         self._tests_so_far = 0  # TEST moves made so far in this round (what the moves prompt counts)
+        self._move_prompt: list[Message] = []  # the request of the last move: further candidates are asked it
 
     def run(self) -> replies.Move:
         mode = self.s.feedback
@@ -98,10 +131,10 @@ class Dialogue:
             request = templates.render("analysis-request", output_chars=self.s.output_chars,
                                        cpu_seconds=self.s.analysis_cpu_seconds,
                                        array_example=context.array_example(self._trace().columns),
-                                       demo_rows=self.loop.demo.num_rows,
-                                       demo_columns=context.column_list(self.loop.demo.columns))
+                                       demo_rows=self.ctx.demo.num_rows,
+                                       demo_columns=context.column_list(self.ctx.demo.columns))
             messages = [system, Message("user", head + "\n" + self._rollout_text() + "\n" + request)]
-            self.loop.ui.phase(self.k, "LLM: writing analysis code")
+            self.ctx.ui.phase(self.k, "LLM: writing analysis code")
             code, messages = ask(self.call, messages, replies.parse_analysis, "analysis code",
                                  "Reply with the analysis code, defining analyze(df), in one ```python block.",
                                  self.s.max_reply_retries)
@@ -112,11 +145,11 @@ class Dialogue:
                 body += self._rollout_text() + "\n" + self._table_text() + "\n"
             body += self._moves(allow_test=False)
             messages = [system, Message("user", body)]
-            self.loop.ui.phase(self.k, "LLM: choosing a move")
+            self.ctx.ui.phase(self.k, "LLM: choosing a move")
             move, messages = self._ask_move(messages, allow_test=False)
         if move.kind == "REVISE":
             self._revise(move, messages)
-        self.m["tests"] = self.tests
+        self.exchange.tests = self._tests  # recorded only when a move other than TEST was made
         return move
 
     def _analysis_rounds(self, code: str, messages: list[Message]):
@@ -129,17 +162,17 @@ class Dialogue:
             feedback = templates.render("feedback", analysis_status=status, analysis_output=output,
                                         diagnostics=self._diagnostics(), moves=self._moves(allow_test))
             messages = messages + [Message("user", feedback)]
-            self.loop.ui.phase(self.k, "LLM: choosing a move")
+            self.ctx.ui.phase(self.k, "LLM: choosing a move")
             move, messages = self._ask_move(messages, allow_test)
             if move.kind != "TEST":
-                self.tests = n - 1
+                self._tests = n - 1
                 return move, messages
             code, n = move.code, n + 1
 
     def _ask_move(self, messages: list[Message], allow_test: bool):
         allowed = ("REVISE", "TEST", "STOP") if allow_test else ("REVISE", "STOP")
         self._move_prompt = list(messages)  # what further candidate revisions are asked with
-        return ask(self.call, messages, lambda t: replies.parse_move(t, allowed), "move",
+        return ask(self.call, messages, partial(replies.parse_move, allowed=allowed), "move",
                    f"Name one move on a line of its own (`MOVE: {'`, `MOVE: '.join(allowed)}`) and give what "
                    "it needs: the complete program in one ```pol block for REVISE"
                    + (", the analysis code in one ```python block for TEST" if allow_test else "") + ".",
@@ -149,27 +182,30 @@ class Dialogue:
         if self.s.candidates > 1:
             from .candidates.revise import Population
 
-            Population(self, move, messages).run()
+            outcome = Population(self.ctx, self.k, self.call, move, messages, self._move_prompt).run()
+            self.exchange.next_policy, self.exchange.candidates = outcome.next_policy, outcome.summary
+            self.exchange.candidate_resets = outcome.resets
+            self.exchange.phases["candidates"] = outcome.seconds
             return
-        self.loop.ui.phase(self.k, "checking the revision")
+        self.ctx.ui.phase(self.k, "checking the revision")
         program, text, _ = check_and_repair(self.call, messages, move.pol, f"{self.d.name}/next.pol",
-                                            self.loop.task.env, self.s.max_repairs, self.s.max_reply_retries,
-                                            self.loop._saver(self.d, "revision"))
-        self.loop.run_dir.write(f"{self.d.name}/next.pol", text)
-        self.m["next_policy"] = program.typed.name
+                                            self.ctx.task.env, self.s.max_repairs, self.s.max_reply_retries,
+                                            self.ctx.run.saver(self.d, "revision"))
+        self.ctx.run.write(f"{self.d.name}/next.pol", text)
+        self.exchange.next_policy = program.typed.name
 
     # ---- sandbox ------------------------------------------------------------------------
 
     def _run_analysis(self, code: str, n: int) -> tuple[str, str]:
         from ..sandbox.process import Limits, run_analysis
 
-        self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.py", code)
-        self.loop.ui.phase(self.k, f"sandbox: running analysis {n}")
+        self.ctx.run.write(f"{self.d.name}/analysis_{n}.py", code)
+        self.ctx.ui.phase(self.k, f"sandbox: running analysis {n}")
         t = time.monotonic()
         result = run_analysis(code, self.d / "trace.parquet",
                               Limits(cpu_seconds=self.s.analysis_cpu_seconds,
-                                     wall_seconds=self.s.analysis_wall_seconds), demo=self.loop.task.demo)
-        self.loop._timed(self.m, "sandbox", t)
+                                     wall_seconds=self.s.analysis_wall_seconds), demo=self.ctx.task.demo)
+        add_time(self.exchange.phases, "sandbox", t)
         output = result.output
         if len(output) > self.s.feedback_chars:
             output = (output[:self.s.feedback_chars]  # the model's own output: say where and why it was cut
@@ -177,9 +213,9 @@ class Dialogue:
                         f"{self.s.feedback_chars}; print less]")
         status = ("It ran without errors." if result.ok  # no timing: a prompt must not vary from run to run
                   else f"It failed: {result.error} Its output up to that point:")
-        self.loop.run_dir.write(f"{self.d.name}/analysis_{n}.txt",
+        self.ctx.run.write(f"{self.d.name}/analysis_{n}.txt",
                                 (result.output if result.ok else f"{result.output}\n[{result.error}]") + "\n")
-        self.m.setdefault("analyses", []).append({"file": f"analysis_{n}.py", "ok": result.ok, "error": result.error,
+        self.exchange.analyses.append({"file": f"analysis_{n}.py", "ok": result.ok, "error": result.error,
                                                   "seconds": round(result.seconds, 2), "limit": result.limit})
         return (output.rstrip() or "(nothing printed)"), status
 
@@ -199,16 +235,16 @@ class Dialogue:
             from polc.diagnostics import render_all
 
             fit += f"\n`polc check` warnings:\n```text\n{render_all(warnings, self.text).rstrip()}\n```\n"
-        return templates.render("round", task=self.loop.task.text.rstrip(), round=self.k, last=self.s.rounds - 1,
-                                history=context.history(self.loop.history, self.s.feedback, self.loop.metric,
-                                                        self.loop.task.instance, current=self.m),
+        return templates.render("round", task=self.ctx.task.text.rstrip(), round=self.k, last=self.s.rounds - 1,
+                                history=context.history(self.history, self.s.feedback, self.ctx.metric,
+                                                        self.ctx.task.instance, current=self.m),
                                 pol=self.text.rstrip(), fit=fit)
 
     def _outside_ranges(self) -> str:
         """Where the demonstration leaves this structure's declared ranges ('' if nowhere)."""
         from ..io.demo_check import out_of_range, range_report
 
-        demo = self.loop.demo
+        demo = self.ctx.demo
         return range_report(out_of_range(demo, self.program.typed), demo.num_rows, "The demonstration")
 
     def _trace(self) -> Any:
@@ -217,15 +253,15 @@ class Dialogue:
         return read_table(str(self.d / "trace.parquet"))
 
     def _rollout_text(self) -> str:
-        returns = context.returns_text(self.m["rollout_seeds"], self.m["rollout_returns"],
-                                       self.m.get("rollout_scores"), self.loop.metric,
-                                       self.m.get("rollout_successes"))
-        if self.m.get("declared_scores") is not None:
+        m = self.m
+        returns = context.returns_text(m.rollout_seeds, m.rollout_returns, m.rollout_scores, self.ctx.metric,
+                                       m.rollout_successes)
+        if m.declared_scores is not None:
             returns += ". " + self._closed_loop_text()
-        if self.m.get("validation"):
-            returns += ". " + validation_text(self.m["validation"], self.loop.metric, self.loop.task.instance)
-        return templates.render("rollout", episodes=len(self.loop.seeds), instance=self.loop.task.instance,
-                                seeds=", ".join(map(str, self.loop.seeds)), max_steps=self.loop.spec.max_steps,
+        if m.validation:
+            returns += ". " + validation_text(m.validation, self.ctx.metric, self.ctx.task.instance)
+        return templates.render("rollout", episodes=len(self.ctx.seeds), instance=self.ctx.task.instance,
+                                seeds=", ".join(map(str, self.ctx.seeds)), max_steps=self.ctx.spec.max_steps,
                                 returns=returns, schema=context.trace_schema(self._trace().columns))
 
     def _closed_loop_text(self) -> str:
@@ -234,20 +270,21 @@ class Dialogue:
 
         from ..il.closed_loop import ClosedLoop
 
-        metric = self.loop.metric
-        fitted = self.m.get("rollout_scores") or self.m["rollout_returns"]
-        check = ClosedLoop(self.loop.spec.schema.name, tuple(self.m["rollout_seeds"]),
-                           np.asarray(self.m["declared_scores"], float), np.asarray(fitted, float),
-                           "return" if metric.is_return else metric.key, metric.higher_is_better)
-        kept_declared = (self.m.get("keep") or {}).get("kept") == "declared"
-        fitted_mean = self.m["closed_loop"]["fitted"] if kept_declared else check.fitted_mean
+        metric = self.ctx.metric
+        m = self.m
+        fitted = m.rollout_scores or m.rollout_returns
+        check = ClosedLoop(self.ctx.spec.schema.name, tuple(m.rollout_seeds), np.asarray(m.declared_scores, float),
+                           np.asarray(fitted, float), "return" if metric.is_return else metric.key,
+                           metric.higher_is_better)
+        kept_declared = (m.keep or {}).get("kept") == "declared"
+        fitted_mean = m.closed_loop["fitted"] if kept_declared else check.fitted_mean
         verdict = ("so imitation learning made this structure WORSE in closed loop: the demonstration may not "
                    "excite some terms (consider priors `~ normal(mu, sigma)` on them, or fewer free weights)"
                    if kept_declared or check.worse else "so imitation learning did not make it worse")
         if kept_declared:  # keep-better: the trace and the scores above are the declared weights'
             verdict += "; the declared weights were kept, and the trace and the scores above are theirs"
         return (f"With its declared weights (before fitting) the same structure scores {check.declared_mean:.4g} "
-                f"on average on these {self.loop.task.instance}s, fitted {fitted_mean:.4g}, {verdict}")
+                f"on average on these {self.ctx.task.instance}s, fitted {fitted_mean:.4g}, {verdict}")
 
     def _table_text(self) -> str:
         table = self._trace()
@@ -255,7 +292,7 @@ class Dialogue:
                                 diagnostics=self._diagnostics())
 
     def _diagnostics(self) -> str:
-        report = self.loop.run_dir.read(f"{self.d.name}/diagnostics.txt") or "(none)"
+        report = self.ctx.run.read(f"{self.d.name}/diagnostics.txt") or "(none)"
         return templates.render("diagnostics", report=report.rstrip())
 
     def _moves(self, allow_test: bool) -> str:

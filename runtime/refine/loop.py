@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Iterator, Optional
 
 from ..llm import Message
 from ..task import Task, TaskError
@@ -43,9 +43,11 @@ from . import context, replies, scores, templates
 from .converse import (PROGRAM_EXPECTED, Caller, NoUsableReply, RevisionRejected, ask,
                        check_and_repair)
 from .budget import Budget, Meter, spent_in
+from .record import Round
 from .rundir import WAITING, RunDir, write_json
+from .runcontext import RunContext
 from .scripted import TOKEN_ESTIMATE, Choice, WaitingForReply, open_backend
-from .work import (Checked, FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_on,
+from .work import (FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_on,
                    evaluate_returns, fit_program, keep_choice, metric_of, rollout_seeds, traced_rollout,
                    validation_seeds, with_declared)
 
@@ -82,16 +84,15 @@ def generate(call: Caller, task: Task, spec: Any, settings: Settings, file: str,
 
 
 class Loop:
-    """One run: `run()` goes round by round until the run ends (see the module docstring)."""
+    """One run: `rounds()` goes round by round until the run ends (see the module docstring),
+    yielding each complete round to its caller (who writes the summary); `run()` just runs it."""
 
     def __init__(self, run: RunDir, task: Task, settings: Settings, choice: Choice, ui: Any,
-                 on_round: Optional[Callable[["Loop"], None]] = None, backend: Optional[Any] = None,
-                 prices: Optional[Any] = None, budget: Budget = Budget()):
+                 backend: Optional[Any] = None, prices: Optional[Any] = None, budget: Budget = Budget()):
         from ..io.demo_check import non_finite_columns, partial_note
         from ..io.table import TableError, read_table
 
         self.run_dir, self.task, self.settings, self.choice, self.ui = run, task, settings, choice, ui
-        self.on_round = on_round
         self.spec = environment(task.env, settings)
         self.metric = metric_of(self.spec)  # what a round is scored by (spec.metric; the return by default)
         try:
@@ -109,8 +110,10 @@ class Loop:
         self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
         self.validation = validation_seeds(self.spec, self.demo.metadata.get("seeds", []), self.seeds,
                                            settings.validation_episodes)
-        self.history = [run.metrics(k) for k in run.complete_rounds()]
-        self.calls = sum(m["llm"]["calls"] for m in self.history)
+        self.ctx = RunContext(run, task, settings, ui, self.spec, self.metric, self.demo, tuple(self.seeds),
+                              tuple(self.validation))
+        self.history = [_recorded(run, k) for k in run.complete_rounds()]
+        self.calls = sum(m.llm["calls"] for m in self.history)
         # `backend` replaces the one `choice` names (tests); it must already be at request `calls`.
         self.backend = backend if backend is not None else open_backend(choice, start=self.calls,
                                                                         timeout=settings.llm_timeout)
@@ -127,35 +130,35 @@ class Loop:
         tokens, usd, outputs = spent_in(paid, prices)
         return Meter(prices, budget, self.choice.spec, tokens, usd, outputs)
 
-    def fit(self, program: Any, demo: Any, settings: Settings) -> Fitted:
-        """`work.fit_program` as this module names it (the candidates are fitted the same way)."""
-        return fit_program(program, demo, settings)
-
     @property
     def finished(self) -> bool:
-        return bool(self.history) and bool(self.history[-1].get("end"))
+        return bool(self.history) and bool(self.history[-1].end)
 
     def run(self) -> None:
+        for _ in self.rounds():
+            pass
+
+    def rounds(self) -> Iterator[Round]:
+        """Each round as it completes (saved, its exchanges collected), until the run ends."""
         while not self.finished:
             k = len(self.history)
-            metrics = self.round(k)
-            self.history.append(metrics)
-            self.calls += metrics["llm"]["calls"]
-            self.run_dir.collect_exchanges([m["round"] for m in self.history])
+            record = self.round(k)
+            self.history.append(record)
+            self.calls += record.llm["calls"]
+            self.run_dir.collect_exchanges([m.round for m in self.history])
             write_seeds(self.run_dir, self)
-            self.ui.round_done(metrics, self.settings, self.metric)
-            if self.on_round is not None:
-                self.on_round(self)
+            self.ui.round_done(record.to_json(), self.settings, self.metric)
+            yield record
 
     # ---- one round ---------------------------------------------------------------------
 
-    def round(self, k: int) -> dict:
+    def round(self, k: int) -> Round:
         s = self.settings
         final = k >= s.rounds
         d = self.run_dir.begin_round(k)
         token_note = TOKEN_ESTIMATE if self.choice.kind in ("scripted", "manual") else None
         call = Caller(self.backend, d, self.calls, self.ui.notice, token_note, self.meter, s.max_reply_chars)
-        m: dict[str, Any] = {"round": k, "final": final, "phases": {}}
+        m = Round(k, final)
         start = time.monotonic()
         try:
             program, text = self._structure(k, call, d)
@@ -163,23 +166,20 @@ class Loop:
             if not final:
                 self._converse(k, program, text, fitted, call, m)
             else:
-                m["end"] = "the last revision was fitted and evaluated"
+                m.end = "the last revision was fitted and evaluated"
         except RoundEnd as e:
-            m["end"] = str(e)
+            m.end = str(e)
             if e.unusable:
-                m["unusable_replies"] = True
+                m.unusable_replies = True
         except WaitingForReply as e:  # a `manual:` session's normal pause: say so where the round stays
             self.run_dir.write(f"{d.name}/{WAITING}", str(e) + "\n")
             raise
-        m["llm"] = call.counts.to_json()
-        m["seconds"] = round(time.monotonic() - start, 2)
-        if m.get("move", {}).get("kind") == "STOP":
-            m["end"] = "the model chose STOP"
-        self.run_dir.finish_round(k, m)
+        m.llm = call.counts.to_json()
+        m.seconds = round(time.monotonic() - start, 2)
+        if m.move_kind == "STOP":
+            m.end = "the model chose STOP"
+        self.run_dir.finish_round(k, m.to_json())
         return m
-
-    def _timed(self, m: dict, name: str, start: float) -> None:
-        m["phases"][name] = round(m["phases"].get(name, 0.0) + time.monotonic() - start, 2)
 
     def _structure(self, k: int, call: Caller, d: Path) -> tuple[Any, str]:
         file = f"{d.name}/policy.pol"  # diagnostics the model reads name files relative to the run
@@ -200,20 +200,11 @@ class Loop:
             return result.program, text
         self.ui.phase(k, "LLM: writing the initial structure")
         try:
-            return generate(call, self.task, self.spec, self.settings, file, self._saver(d, "generated"))
+            return generate(call, self.task, self.spec, self.settings, file, self.run_dir.saver(d, "generated"))
         except (NoUsableReply, RevisionRejected) as e:
             raise RoundEnd(f"no initial structure: {e}", unusable=True) from None
 
-    def _saver(self, d: Path, stem: str):
-        def save(attempt: int, text: str, result: Checked) -> None:
-            name = f"{stem}.pol" if attempt == 0 else f"{stem}.repair-{attempt}.pol"
-            self.run_dir.write(str((d / name).relative_to(self.run_dir.path)), text)
-            if result.report:
-                self.run_dir.write(str((d / (name[:-4] + ".check.txt")).relative_to(self.run_dir.path)),
-                                   result.report)
-        return save
-
-    def _fit(self, k: int, program: Any, text: str, call: Caller, m: dict,
+    def _fit(self, k: int, program: Any, text: str, call: Caller, m: Round,
              final: bool) -> tuple[Fitted, Any, str]:
         """Fit, then observe (rollout, evaluation, diagnostics). A structure that cannot be
         fitted, or whose fitted actions are not finite in the rollout, is kept as
@@ -227,7 +218,7 @@ class Loop:
                 try:
                     fitted = fit_program(program, self.demo, s)
                 finally:
-                    self._timed(m, "fit", t)
+                    m.timed("fit", t)
                 self._keep(k, fitted, program, text, m)
                 fitted = self._observe(k, fitted, program, text, m, final)
                 break
@@ -242,7 +233,7 @@ class Loop:
                     (d / "params.json").replace(d / f"{stem}.params.json")
                 what = "fitting failed" if isinstance(e, FitFailed) else "the fitted policy's action was not finite"
                 if regenerations > s.max_regenerations:
-                    m["regenerations"] = regenerations - 1
+                    m.regenerations = regenerations - 1
                     how = "fitted" if isinstance(e, FitFailed) else "rolled out with finite actions"
                     raise RoundEnd(f"the structure could not be {how} after {s.max_regenerations} "
                                    f"regenerations: {e}", unusable=True) from None
@@ -250,10 +241,10 @@ class Loop:
                                f"({regenerations} of {s.max_regenerations})")
                 template = "regenerate" if isinstance(e, FitFailed) else "nonfinite"
                 program, text = self._regenerate(k, text, str(e), regenerations, call, template)
-        m["regenerations"] = regenerations
+        m.regenerations = regenerations
         return fitted, program, text
 
-    def _keep(self, k: int, fitted: Fitted, program: Any, text: str, m: dict) -> None:
+    def _keep(self, k: int, fitted: Fitted, program: Any, text: str, m: Round) -> None:
         """Save the fitted structure and its params, and what the metrics say of them."""
         from ..io.demo_check import out_of_range
         from ..io.params import save_params, structure_sha256
@@ -261,16 +252,12 @@ class Loop:
         d = self.run_dir.round_dir(k)
         self.run_dir.write(f"{d.name}/policy.pol", text)
         save_params(str(d / "params.json"), fitted.policy, fitted.params, fitted.info)
-        m.update(policy_name=program.typed.name, structure_sha256=structure_sha256(program.typed),
-                 fit={k2: fitted.info[k2] for k2 in ("loss", "val_loss", "train_loss", "restart", "epoch",
-                                                     "seconds")},
-                 weights=fitted.weights)
+        m.policy_name, m.structure_sha256 = program.typed.name, structure_sha256(program.typed)
+        m.fit = {k2: fitted.info[k2] for k2 in ("loss", "val_loss", "train_loss", "restart", "epoch", "seconds")}
+        m.weights = fitted.weights
         outside = out_of_range(self.demo, program.typed)
-        if outside:
-            m["demo_outside_ranges"] = [{"column": f.column, "rows": f.rows, "by": f.by if math.isfinite(f.by)
-                                         else "inf"} for f in outside]
-        else:
-            m.pop("demo_outside_ranges", None)
+        m.demo_outside_ranges = [{"column": f.column, "rows": f.rows, "by": f.by if math.isfinite(f.by) else "inf"}
+                                 for f in outside] or None
 
     def _regenerate(self, k: int, text: str, error: str, attempt: int, call: Caller,
                     template: str = "regenerate") -> tuple[Any, str]:
@@ -285,12 +272,12 @@ class Loop:
                                 PROGRAM_EXPECTED, s.max_reply_retries)
             program, new, _ = check_and_repair(call, messages, new, f"{d.name}/policy.pol", self.task.env,
                                                s.max_repairs, s.max_reply_retries,
-                                               self._saver(d, f"regenerated-{attempt}"))
+                                               self.run_dir.saver(d, f"regenerated-{attempt}"))
         except (NoUsableReply, RevisionRejected) as e:
             raise RoundEnd(f"no fittable structure: {e}", unusable=True) from None
         return program, new
 
-    def _observe(self, k: int, fitted: Fitted, program: Any, text: str, m: dict, final: bool) -> Fitted:
+    def _observe(self, k: int, fitted: Fitted, program: Any, text: str, m: Round, final: bool) -> Fitted:
         """Traced rollout, the closed-loop choice between the fitted and the declared weights
         (`Settings.keep`, as `polc fit --keep`), evaluation and built-in diagnostics; the
         weights kept."""
@@ -303,18 +290,18 @@ class Loop:
         tp = fitted.policy.program
         meta = TraceMeta.of(tp, "policy.pol", fitted.params, "params.json", self.spec, self.seeds, refine_round=k)
         traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta.to_json(), s)
-        self._timed(m, "rollout", t)
+        m.timed("rollout", t)
         shown = not final and s.feedback != "none"
-        m.update(rollout_seeds=self.seeds, rollout_returns=[round(r, 2) for r in traced.returns],
-                 rollout_scores=scores.rounded(traced.scores, self.metric), resets=len(self.seeds) if shown else 0)
+        m.rollout_seeds, m.rollout_returns = list(self.seeds), [round(r, 2) for r in traced.returns]
+        m.rollout_scores, m.resets = scores.rounded(traced.scores, self.metric), len(self.seeds) if shown else 0
         if shown or s.keep == "best":  # the same tracks with the declared weights: did fitting help?
             self.ui.phase(k, f"closed loop: the declared weights on the {len(self.seeds)} training seed(s)")
             t = time.monotonic()
             declared = declared_scores(fitted, self.spec, self.seeds, s)
-            self._timed(m, "rollout", t)
-            m.update(declared_scores=scores.rounded(declared, self.metric), resets=2 * len(self.seeds))
+            m.timed("rollout", t)
+            m.declared_scores, m.resets = scores.rounded(declared, self.metric), 2 * len(self.seeds)
             check, choice = keep_choice(traced.scores, declared, self.seeds, self.metric, self.task.env, s.keep)
-            m.update(closed_loop=check.to_json(), keep=choice.to_json())
+            m.closed_loop, m.keep = check.to_json(), choice.to_json()
             if choice.kept == "declared":  # polc fit's default: never hand back a worse fit without saying so
                 self.ui.notice(f"round {k}: kept the declared weights: {choice.reason}")
                 fitted = with_declared(fitted, choice)
@@ -322,49 +309,52 @@ class Loop:
                 meta = meta.with_params(fitted.params)
                 t = time.monotonic()
                 traced = traced_rollout(fitted, self.spec, self.seeds, str(d / "trace.parquet"), meta.to_json(), s)
-                self._timed(m, "rollout", t)
-                m.update(weights=fitted.weights, rollout_returns=[round(r, 2) for r in traced.returns],
-                         rollout_scores=scores.rounded(traced.scores, self.metric), resets=3 * len(self.seeds))
+                m.timed("rollout", t)
+                m.weights, m.rollout_returns = fitted.weights, [round(r, 2) for r in traced.returns]
+                m.rollout_scores, m.resets = scores.rounded(traced.scores, self.metric), 3 * len(self.seeds)
         if traced.successes is not None:  # of the rollout kept (the declared weights' when they won)
-            m["rollout_successes"] = traced.successes
+            m.rollout_successes = traced.successes
         if shown and self.validation:  # scores the model is told: how the policy does beyond its two tracks
             self.ui.phase(k, f"validation: {len(self.validation)} untraced episode(s)")
             t = time.monotonic()
             val = evaluate_on(fitted, self.spec, self.validation, s)
-            self._timed(m, "validation", t)
-            m["validation"] = scores.eval_json(val, self.metric)
-            m["resets"] += len(self.validation)
+            m.timed("validation", t)
+            m.validation = scores.eval_json(val, self.metric)
+            m.resets += len(self.validation)
         self.ui.phase(k, f"evaluating on {s.eval_episodes} unseen seed(s)")
         t = time.monotonic()
         ev = evaluate_returns(fitted, self.spec, s)
-        self._timed(m, "eval", t)
-        m["eval"] = scores.eval_json(ev, self.metric)
+        m.timed("eval", t)
+        m.eval = scores.eval_json(ev, self.metric)
         # the traced episodes are resets when they were shown or chose the weights, else evaluation
-        m["eval_episodes"] = len(ev.seeds) + (0 if shown or s.keep == "best" else len(self.seeds))
+        m.eval_episodes = len(ev.seeds) + (0 if shown or s.keep == "best" else len(self.seeds))
         self.ui.phase(k, "built-in diagnostics")
         t = time.monotonic()
         report = builtin_diagnostics(program, str(d / "trace.parquet"), fitted, str(self.task.demo), self.task.expect)
-        self._timed(m, "diagnostics", t)
+        m.timed("diagnostics", t)
         self.run_dir.write(f"{d.name}/diagnostics.txt", report.rstrip() + "\n")
         return fitted
 
     # ---- the conversation --------------------------------------------------------------
 
-    def _converse(self, k: int, program: Any, text: str, fitted: Fitted, call: Caller, m: dict) -> None:
+    def _converse(self, k: int, program: Any, text: str, fitted: Fitted, call: Caller, m: Round) -> None:
         from .dialogue import Dialogue
 
+        dialogue = Dialogue(self.ctx, self.history, k, program, text, fitted, call, m)
         try:
-            move = Dialogue(self, k, program, text, fitted, call, m).run()
+            move = dialogue.run()
         except NoUsableReply as e:
             raise RoundEnd(str(e), unusable=True) from None
         except RevisionRejected as e:
             raise RoundEnd(f"the revision was rejected: {e}", unusable=True) from None
-        m["move"] = {"kind": move.kind, "summary": replies.summary(move.prose), "notes": list(move.notes)}
+        finally:  # what the conversation did up to where it stopped is the round's too
+            dialogue.exchange.record(m)
+        m.move = {"kind": move.kind, "summary": replies.summary(move.prose), "notes": list(move.notes)}
         revision = self.run_dir.read(f"round_{k:02d}/next.pol") if move.kind == "REVISE" else None
         if revision is not None:  # what later rounds' history says the revision changed
             from .changes import structure_changes
 
-            m["move"]["changes"] = structure_changes(text, revision)
+            m.move["changes"] = structure_changes(text, revision)
 
 
 def builtin_diagnostics(program: Any, trace_path: str, fitted: Fitted, demo_path: str, expect: Any = None) -> str:
@@ -408,9 +398,19 @@ def write_seeds(run: RunDir, loop: "Loop") -> None:
                 "restart_keys": f"jax.random.fold_in(PRNGKey({s.seed}), restart)"},
         "rollout": list(loop.seeds), "validation": list(loop.validation), "eval": [int(x) for x in eval_seeds(loop.spec, s.eval_episodes)],
         "declared_weights_key": "jax.random.PRNGKey(0)",
-        "candidate_order": {str(m["round"]): m["candidates"]["order"] for m in loop.history
-                            if isinstance(m.get("candidates"), dict)},
+        "candidate_order": {str(m.round): m.candidates["order"] for m in loop.history
+                            if isinstance(m.candidates, dict)},
         "candidates_scored_on": list(loop.seeds) if s.candidates > 1 else []})
+
+
+def _recorded(run: RunDir, k: int) -> Round:
+    """Complete round k's record as metrics.json holds it."""
+    from .rundir import RunDirError
+
+    try:
+        return Round.from_json(run.metrics(k))
+    except ValueError as e:
+        raise RunDirError(f"{run.round_dir(k) / 'metrics.json'} cannot be used ({e}).") from None
 
 
 def write_config(settings: Settings, choice: Choice, task: Task, command: str) -> dict:

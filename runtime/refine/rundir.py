@@ -37,7 +37,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from polc.files import write_atomic  # noqa: F401  (re-exported for the loop)
 
@@ -159,6 +159,16 @@ class RunDir:
                 shutil.rmtree(self.round_dir(later))  # cannot exist without round k; be safe
         d.mkdir(parents=True)
         return d
+
+    def saver(self, d: Path, stem: str) -> Callable[[int, str, Any], None]:
+        """The `on_attempt` of `converse.check_and_repair` for round folder `d`: attempt 0 as
+        `<stem>.pol`, repair N as `<stem>.repair-N.pol`, each with its check report beside it."""
+        def save(attempt: int, text: str, result: Any) -> None:
+            name = f"{stem}.pol" if attempt == 0 else f"{stem}.repair-{attempt}.pol"
+            self.write(str((d / name).relative_to(self.path)), text)
+            if result.report:
+                self.write(str((d / (name[:-4] + ".check.txt")).relative_to(self.path)), result.report)
+        return save
 
     def finish_round(self, k: int, metrics: dict) -> None:
         """Write the round's metrics, then its done marker (last, so the round counts only

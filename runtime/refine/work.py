@@ -16,6 +16,7 @@ from .replies import DEFAULT_MAX_REPLY_CHARS
 
 FEEDBACK_MODES = ("analysis", "table", "none")
 MIN_REPLY_CHARS = 1000  # the smallest reply-size limit: a short program with its prose fits
+UNSAVED = ("ray_address",)  # settings of one invocation: a resumed run takes them from its own flags
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class Settings:
     candidates: int = 1              # revisions asked for per REVISE move; the best is kept (1: the paper's loop)
     seed: int = 0                    # the fit's seed and the candidates' order (seeds.json records every seed)
     keep: str = "best"               # polc fit --keep: best (declared weights when the fit is worse on the training seeds) | fitted
+    # the Ray cluster a population's candidates are fitted and scored on (--ray, $POLC_RAY_ADDRESS);
+    # None: in this process. Where the run is, not how it refines: never saved in run.json (UNSAVED).
+    ray_address: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.feedback not in FEEDBACK_MODES:
@@ -65,7 +69,7 @@ class Settings:
             raise ValueError(f"the LLM time limit must be a positive number of seconds, not {self.llm_timeout}")
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k not in UNSAVED}
 
     @classmethod
     def from_json(cls, data: dict) -> "Settings":
@@ -73,7 +77,7 @@ class Settings:
         wrong type (run.json is read back on --resume)."""
         values = {}
         for f in fields(cls):
-            if f.name not in data:
+            if f.name not in data or f.name in UNSAVED:
                 continue
             v, default = data[f.name], f.default
             if default is None:  # Optional[int]

@@ -14,7 +14,7 @@ cost beyond one revision: LLM calls and environment episodes (added to the round
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from ...llm import Message, completes_n
 from .. import replies
@@ -23,16 +23,27 @@ from ..rundir import write_json
 from .score import Candidate, best, candidate_order, evaluate_candidates
 
 
-class Population:
-    """Candidates for the REVISE `move` that ended `dialogue`'s conversation `messages`."""
+class Outcome(NamedTuple):
+    """What a population decided, for the round's record (`dialogue.Exchange`)."""
 
-    def __init__(self, dialogue: Any, move: replies.Move, messages: list[Message]):
-        self.d, self.move, self.messages = dialogue, move, messages
-        self.loop, self.s, self.k, self.call, self.m = dialogue.loop, dialogue.s, dialogue.k, dialogue.call, dialogue.m
-        self.dir = dialogue.d
+    next_policy: str      # the chosen revision's policy name
+    summary: dict         # metrics.json's `candidates`: asked, checked, chosen, order, calls, resets, scores
+    resets: int           # the candidates' episodes (added to the round's resets)
+    seconds: float        # fitting and scoring them
+
+
+class Population:
+    """Candidates for the REVISE `move` that ended round `k`'s conversation `messages`
+    (`move_prompt`: the request that move answered; further candidates are asked it)."""
+
+    def __init__(self, ctx: Any, k: int, call: Any, move: replies.Move, messages: list[Message],
+                 move_prompt: Optional[list[Message]] = None):
+        self.ctx, self.k, self.call, self.move, self.messages = ctx, k, call, move, messages
+        self.s, self.dir = ctx.settings, ctx.run.round_dir(k)
+        self._prompt = list(move_prompt or messages[:-1])
         self._asked: Optional[list[str]] = None  # candidates 2..K from one request, in order
 
-    def run(self) -> None:
+    def run(self) -> Outcome:
         K = self.s.candidates
         found: list[Candidate] = []
         records: list[dict] = []
@@ -48,9 +59,9 @@ class Population:
                 if problem:
                     records.append({"index": i, "verdict": problem})
                     continue
-            self.loop.ui.phase(self.k, f"checking candidate {i} of {K}")
+            self.ctx.ui.phase(self.k, f"checking candidate {i} of {K}")
             saved: list[str] = []
-            saver = self.loop._saver(self.dir, f"candidate-{i}")
+            saver = self.ctx.run.saver(self.dir, f"candidate-{i}")
 
             def save(attempt: int, text: str, result: Any, saver=saver, saved=saved) -> None:
                 saver(attempt, text, result)
@@ -58,7 +69,7 @@ class Population:
 
             try:
                 program, text, _ = check_and_repair(self.call, conversation, move.pol, f"{self.dir.name}/next.pol",
-                                                    self.loop.task.env, self.s.max_repairs, self.s.max_reply_retries,
+                                                    self.ctx.task.env, self.s.max_repairs, self.s.max_reply_retries,
                                                     save)
             except RevisionRejected as e:
                 rejected.append(e)
@@ -74,19 +85,19 @@ class Population:
         extra_calls = self.call.counts.calls - calls_before
         if not found:
             raise rejected[0] if rejected else NoUsableReply(f"none of the {K} candidate revisions was usable")
-        self._choose(found, records, extra_calls)
+        return self._choose(found, records, extra_calls)
 
     def _ask(self, i: int, K: int) -> tuple[Any, list[Message], str]:
         """Candidate i: (its move, its conversation, '' or why it is not a revision)."""
-        prompt = list(getattr(self.d, "_move_prompt", None) or self.messages[:-1])
+        prompt = list(self._prompt)
         if self._asked is None:
             if K > 2 and completes_n(self.call.backend):
-                self.loop.ui.phase(self.k, f"LLM: candidate revisions 2 to {K} of {K}, one request")
+                self.ctx.ui.phase(self.k, f"LLM: candidate revisions 2 to {K} of {K}, one request")
             self._asked = self.call.many(prompt, K - 1, [f"candidate {j} of {K}" for j in range(2, K + 1)])
         if self._asked:
             text = self._asked.pop(0)
         else:
-            self.loop.ui.phase(self.k, f"LLM: candidate revision {i} of {K}")
+            self.ctx.ui.phase(self.k, f"LLM: candidate revision {i} of {K}")
             text = self.call(prompt, f"candidate {i} of {K}")
         conversation = prompt + [Message("model", replies.echo(text, self.call.max_reply_chars))]
         try:
@@ -98,15 +109,17 @@ class Population:
             return None, conversation, f"not a revision (MOVE: {move.kind})"
         return move, conversation, ""
 
-    def _choose(self, found: list[Candidate], records: list[dict], extra_calls: int) -> None:
-        K, metric = self.s.candidates, self.loop.metric
+    def _choose(self, found: list[Candidate], records: list[dict], extra_calls: int) -> Outcome:
+        from ..work import fit_program
+
+        K, metric = self.s.candidates, self.ctx.metric
         order = candidate_order(self.s.seed, self.k, K)
-        self.loop.ui.phase(self.k, f"fitting and scoring {len(found)} candidate(s) on "
-                                   f"{len(self.loop.seeds)} training seed(s)")
+        self.ctx.ui.phase(self.k, f"fitting and scoring {len(found)} candidate(s) on "
+                                   f"{len(self.ctx.seeds)} training seed(s)")
         t = time.monotonic()
-        scores = evaluate_candidates(found, self.loop.demo, self.loop.spec, self.loop.seeds, self.s,
-                                     fit=self.loop.fit)
-        self.loop._timed(self.m, "candidates", t)
+        scores = evaluate_candidates(found, self.ctx.demo, self.ctx.spec, list(self.ctx.seeds), self.s,
+                                     fit=fit_program)
+        seconds = round(time.monotonic() - t, 2)
         chosen = best(scores, order, metric.higher_is_better)
         by_index = {c.index: c for c in found}
         # none could be scored: the first checked one in the drawn order goes on, and the next
@@ -123,11 +136,10 @@ class Population:
         resets = sum(s.episodes for s in scores)
         write_json(self.dir / "candidates.json", {
             "asked": K, "metric": metric.key, "higher_is_better": metric.higher_is_better,
-            "scored_on_seeds": list(self.loop.seeds), "seed": self.s.seed, "order": order,
+            "scored_on_seeds": list(self.ctx.seeds), "seed": self.s.seed, "order": order,
             "chosen": pick.index, "candidates": records})
-        self.loop.run_dir.write(f"{self.dir.name}/next.pol", pick.text)
-        self.m["next_policy"] = pick.program.typed.name
-        self.m["candidates"] = {"asked": K, "checked": len(found), "chosen": pick.index, "order": order,
-                                "calls": extra_calls, "resets": resets,
-                                "scores": {str(r["index"]): r.get("score") for r in records}}
-        self.m["resets"] = self.m.get("resets", 0) + resets
+        self.ctx.run.write(f"{self.dir.name}/next.pol", pick.text)
+        return Outcome(pick.program.typed.name,
+                       {"asked": K, "checked": len(found), "chosen": pick.index, "order": order, "calls": extra_calls,
+                        "resets": resets, "scores": {str(r["index"]): r.get("score") for r in records}},
+                       resets, seconds)

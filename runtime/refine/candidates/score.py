@@ -42,18 +42,13 @@ def evaluate_candidates(candidates: Sequence[Candidate], demo: Any, spec: Any, s
                         settings: Any, fit: Optional[Callable[..., Any]] = None, local: bool = False) -> list[Score]:
     """Fit each candidate to the demonstration `demo` and score it on `seeds` (mean actions,
     untraced); one `Score` per candidate, in order. `fit` is `work.fit_program` unless given.
-    With $POLC_RAY_ADDRESS set (and not `local`), a population of two or more is spread over
+    With `settings.ray_address` set (and not `local`), a population of two or more is spread over
     that Ray cluster, one candidate a task, with the same scores (`on_ray`)."""
-    if not local and len(candidates) > 1:
-        import os
+    address = getattr(settings, "ray_address", None)
+    if not local and len(candidates) > 1 and address:
+        from .on_ray import ray_evaluate_candidates
 
-        from ...cluster.flags import ENV  # the variable's name only: Ray is imported when it is set
-
-        if os.environ.get(ENV):
-            from .on_ray import ray_evaluate_candidates
-
-            return ray_evaluate_candidates(os.environ[ENV], evaluate_candidates, candidates, demo, spec, seeds,
-                                           settings, fit)
+        return ray_evaluate_candidates(address, evaluate_candidates, candidates, demo, spec, seeds, settings, fit)
     from ...envs.finite import NonFiniteAction
     from ...trace.evaluate import evaluate
     from ..work import FitFailed, fit_program, rollout_config
