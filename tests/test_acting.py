@@ -124,3 +124,37 @@ def test_the_gaussian_pieces_agree_with_each_other():
     np.testing.assert_allclose(entropy, 0.5 * np.log(2 * np.pi * np.e * np.square(scale)), rtol=1e-6)
     np.testing.assert_allclose(kl, 0.5 / np.square(scale), rtol=1e-6)  # equal scales: (dloc)^2 / (2 scale^2)
     assert float(np.std(draws)) == pytest.approx(2.0, rel=0.06)
+
+
+def counting_means(policy, acting=A.acting) -> A.Acting:
+    """An `Acting` with memory whose mean action is (steps since the episode began) / 100."""
+    base = acting(policy)
+
+    def distribution(params, obs, state):
+        _, std, latents, _ = base.distribution(params, obs, {})
+        n = state["n"]
+        return ({"push": n.astype(jnp.float32) / 100}, {"push": jnp.full_like(std["push"], 1e-6)}, latents,
+                {"n": n + 1})
+
+    return base._replace(init_state=lambda: {"n": jnp.zeros((), jnp.int32)}, distribution=distribution)
+
+
+def test_rollouts_and_rl_collection_carry_the_state_and_reset_it_per_episode(monkeypatch):
+    """Through the real batched steps: 5 episodes in 2 slots, so slots start new episodes
+    mid-run; each step's action must be its index in ITS episode."""
+    from polc.runtime.rl.collect import Collector
+    from polc.runtime.trace.rollout import RolloutConfig, rollout
+
+    policy = polc.loads(toy.reach_policy(), "reach.pol", analyze=False).compile()  # a fresh object: its own caches
+    monkeypatch.setattr(A, "acting", counting_means)
+    params, seeds = policy.init(jax.random.PRNGKey(0)), [1, 2, 3, 4, 5]
+    episodes = []
+    rollout(policy, params, toy.SPEC, seeds, RolloutConfig(n_envs=2), episodes.append)
+    assert len(episodes) == 5
+    for ep in episodes:
+        np.testing.assert_allclose(ep.columns["action.push"], np.arange(ep.length) / 100, atol=1e-6)
+    with Collector(policy, toy.SPEC, 2, asynchronous=False) as c:
+        got = c.run(params, jax.random.PRNGKey(1), seeds)
+    for k in range(5):
+        n = int(got.lengths[k])
+        np.testing.assert_allclose(got.draws[k, :n, 0], np.arange(n) / 100, atol=1e-4)
