@@ -85,10 +85,10 @@ def policy_call_candidates(policy, params, spec, batch: int):
     columns: dict = {}
 
     def run_untraced():
-        layout.env_actions(np.asarray(untraced(flat, seeds, steps)), False)
+        layout.env_actions(np.asarray(untraced(flat, {}, seeds, steps)[0]), False)
 
     def run_traced():
-        out = np.asarray(traced(flat, seeds, steps))
+        out = np.asarray(traced(flat, {}, seeds, steps)[0])  # {}: the policy state (none)
         layout.env_actions(out, True)
         for i in range(batch):
             rows[i].append(out[i])

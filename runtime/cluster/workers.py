@@ -35,8 +35,7 @@ class ShareCollector(Collector):
         super().__init__(policy, spec, n_envs, False, min_std)
         self.offset = 0
         whole = self.step_fn
-        self.step_fn = lambda params, key, flat, episode, steps, scale: whole(
-            params, key, flat, episode + self.offset, steps, scale)
+        self.step_fn = lambda params, key, flat, episode, *rest: whole(params, key, flat, episode + self.offset, *rest)
 
 
 class RolloutWorker:

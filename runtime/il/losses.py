@@ -44,17 +44,22 @@ def kind(policy) -> str:
 
 
 def per_step_loss(policy) -> Callable[[dict, Arrays, Arrays], jax.Array]:
-    """(params, obs batch, action batch) -> (B,) loss of each row."""
+    """(params, obs batch, action batch) -> (B,) loss of each row: `polc.runtime.acting`'s
+    log-density and means, each row at the initial policy state (rows are fitted one by one)."""
+    from ..acting import acting, log_prob
+
+    policy_act = acting(policy)
     tp = policy.program
     noisy = any(a.std is not None for a in tp.actions)
     plain = tuple(a.name for a in tp.actions if a.std is None)
 
     def one(params, obs, actions):
+        state = policy_act.init_state()
         loss = jnp.zeros((), jnp.float32)
         if noisy:
-            loss = loss - policy.log_prob(params, obs, actions)
+            loss = loss - log_prob(policy_act, params, obs, actions, state)[0]
         if plain:
-            mean, _ = policy.apply(params, obs)
+            mean = policy_act.distribution(params, obs, state)[0]
             for name in plain:
                 loss = loss + jnp.sum(jnp.square(mean[name] - actions[name]))
         return loss

@@ -83,7 +83,7 @@ class FitStep(NamedTuple):
     epochs: Callable     # (run: Run, idx (K, nb, bs), data, val_data, n, centre, rule: Rule)
                          #   -> (run, (K, 2) losses; nan for epochs skipped after the stop)
     val: Callable        # (flat (P,), data Batch, n: () int32, centre) -> the objective on `data`
-    distribution: Callable  # (params, obs batch) -> (mean, std, latents): vmapped policy.distribution
+    distribution: Callable  # (params, obs batch) -> (mean, std, latents): `acting.batched_distribution`
     ravel: Callable      # params -> (P,) float32 NumPy, leaves in jax.tree order
     unravel: Callable    # (P,) -> params (jax arrays)
     key: tuple
@@ -246,9 +246,9 @@ def _make(policy, params, config, key: tuple) -> FitStep:
 
         return jax.lax.scan(one, run, idx)
 
-    def distribution(params, obs):
-        return jax.vmap(policy.distribution, in_axes=(None, 0))(params, obs)
+    from ..acting import acting, batched_distribution
 
+    distribution = batched_distribution(acting(policy))
     return FitStep(init=jax.jit(init), epoch=jax.jit(epoch), epochs=jax.jit(epochs), val=jax.jit(objective),
                    distribution=jax.jit(distribution), ravel=ravel, unravel=host_unravel, key=key)
 

@@ -155,11 +155,13 @@ def split(demos: Demos, val_fraction: float, seed: int) -> tuple[Demos, Demos]:
 
 def diagnose_nonfinite(policy, params, demos: Demos, distribution=None) -> Optional[str]:
     """Which value makes the loss non-finite at `params`, or None. `distribution`: the
-    batched `policy.distribution` (default: vmapped here; a fit passes its cached jit)."""
+    batched distribution (default: `acting.batched_distribution`; a fit passes its cached jit)."""
     import jax
 
     if distribution is None:
-        distribution = jax.vmap(policy.distribution, in_axes=(None, 0))
+        from ..acting import acting, batched_distribution
+
+        distribution = batched_distribution(acting(policy))
     # The rows padded to their bucket (copies of row 0), so every length in it shares the
     # compiled `distribution`; the padding is cut off the results.
     n = demos.size

@@ -8,7 +8,8 @@ mean + std * noise with std = max(policy std, min_std) * std_scale (the floor an
 the annealing scale of `RLConfig`; 0 and 1 sample the policy's own noise), the
 Gaussian sample BEFORE clipping to the action's range;
 the environment executes the clipped draw and the log-density is that of the
-draw (`policy.log_prob`, the unclipped Gaussian). Clipping is then part of the
+draw (the unclipped Gaussian). The step is `polc.runtime.acting`'s, as every
+rollout's and learner's is. Clipping is then part of the
 environment, so the score function of the draw is exact; the log-density of
 the clipped action would put a density where the policy has a point mass.
 
@@ -80,31 +81,28 @@ def action_segments(tp) -> tuple[Segment, ...]:
 
 
 def make_sample_step(policy, layout: TraceLayout, min_std: float = 0.0) -> Callable:
-    """Jitted (params, key, flat obs (N, O), episode (N,) int32, step (N,) int32, std_scale ())
-    -> (N, 2A + 1) float32, drawn from `losses.rl_distribution` (std floored at `min_std`)."""
+    """Jitted (params, key, flat obs (N, O), episode (N,) int32, step (N,) int32, std_scale (), state)
+    -> ((N, 2A + 1) float32, next state): `polc.runtime.acting.act` under
+    `with_std_scale(with_min_std(acting(policy), min_std), std_scale)`, the policy state
+    (one per environment) reset where an episode starts (its step is 0)."""
     import jax
     import jax.numpy as jnp
 
-    from .losses import rl_distribution, rl_log_prob
+    from ..acting import act, acting, clip_actions, gaussian_log_prob, step_key, with_min_std, with_std_scale
 
     tp = policy.program
     obs_names = [o.name for o in tp.obs]
-    stochastic = [a for a in tp.actions if a.std is not None]
-    dist, log_prob = rl_distribution(policy, min_std), rl_log_prob(policy, min_std)
+    floored = with_min_std(acting(policy), min_std)
 
-    def one(params, key, flat, episode, step, std_scale):
+    def one(params, key, flat, episode, step, std_scale, state):
         obs = unflatten(flat, layout.obs, obs_names)
-        mean, std = dist(params, obs, std_scale)
-        key = jax.random.fold_in(jax.random.fold_in(key, episode), step)
-        keys = jax.random.split(key, len(stochastic)) if stochastic else ()
-        draws = dict(mean)
-        for k, a in zip(keys, stochastic):
-            draws[a.name] = mean[a.name] + std[a.name] * jax.random.normal(k, a.type.shape, jnp.float32)
-        executed = [jnp.clip(draws[a.name], a.lo, a.hi) for a in tp.actions]
-        parts = [draws[a.name] for a in tp.actions] + executed + [log_prob(params, obs, draws, std_scale)]
-        return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts])
+        s = act(with_std_scale(floored, std_scale), params, obs, state, step_key(key, episode, step), fresh=step == 0)
+        executed = clip_actions(tp, s.actions)
+        parts = ([s.actions[a.name] for a in tp.actions] + [executed[a.name] for a in tp.actions]
+                 + [gaussian_log_prob(s.mean, s.std, s.actions)])
+        return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts]), s.state
 
-    return jax.jit(jax.vmap(one, in_axes=(None, None, 0, 0, 0, None)))
+    return jax.jit(jax.vmap(one, in_axes=(None, None, 0, 0, 0, None, 0)))
 
 
 @functools.lru_cache(maxsize=8)
@@ -182,8 +180,10 @@ class Collector:
         steps = np.zeros(n, np.int32)
         nxt, resets, idle, done = n, n, 0, 0
         flat = envs.reset(seeds[:n])  # packed (n, O)
+        state = self._initial_states(n)  # the policy state of each slot, reset by the step at its step 0
         while done < e:
-            out = np.asarray(self.step_fn(params, key, flat, np.maximum(episode, 0), steps, std_scale))
+            out, state = self.step_fn(params, key, flat, np.maximum(episode, 0), steps, std_scale, state)
+            out = np.asarray(out)
             live = np.flatnonzero(episode >= 0)
             if not np.isfinite(out[live]).all():
                 raise RLError(self._nonfinite(out[live]))
@@ -216,6 +216,11 @@ class Collector:
                 flat = envs.reset(reset_seeds, mask)
                 resets, idle = resets + started, idle + int(mask.sum()) - started
         return buf._replace(resets=resets, idle_resets=idle)
+
+    def _initial_states(self, n: int):
+        from ..acting import acting, initial_states
+
+        return initial_states(acting(self.policy), n)
 
     def _nonfinite(self, out: np.ndarray) -> str:
         bad = [s.column for s in self.actions if not np.all(np.isfinite(out[:, s.start:s.start + s.size]))]

@@ -43,7 +43,7 @@ measures them):
     batch normalisation   A <- (A - mean) / (std + eps) over the update's real steps
                           (`normalise_batch`), after the group normalisation;
     the std floor         the sampled policy during RL draws from
-                          normal(mean, max(std, min_std) * std_scale) (`rl_log_prob`),
+                          normal(mean, max(std, min_std) * std_scale) (`batch_logp`),
                           and the ratio is taken under that same distribution;
     approx. KL            (`approx_kl`) mean over real steps of (r - 1) - log r with
                           r = exp(logp_new - logp_old): the estimate of KL(old || new)
@@ -156,45 +156,15 @@ def window_objective(logp_new, logp_old, advantage, mask, clip: float, window: i
     return objective, stats
 
 
-def rl_distribution(policy, min_std: float) -> Callable:
-    """(params, obs, std_scale) -> (mean, std): the distribution RL samples from, one
-    unbatched step: the policy's means and, for every action, max(std, min_std) * std_scale."""
-    import jax.numpy as jnp
-
-    def dist(params, obs, std_scale=1.0):
-        mean, std, _ = policy.distribution(params, obs)
-        return mean, {k: jnp.maximum(v, min_std) * std_scale for k, v in std.items()}
-
-    return dist
-
-
-def rl_log_prob(policy, min_std: float) -> Callable:
-    """(params, obs, actions, std_scale) -> () log-density of the draws under `rl_distribution`
-    (with min_std 0 and std_scale 1: `policy.log_prob`)."""
-    import jax.numpy as jnp
-
-    dist = rl_distribution(policy, min_std)
-
-    def log_prob(params, obs, actions, std_scale=1.0):
-        mean, std = dist(params, obs, std_scale)
-        total = jnp.zeros((), jnp.float32)
-        for name, s in std.items():
-            z = (jnp.asarray(actions[name], jnp.float32) - mean[name]) / s
-            total = total + jnp.sum(-0.5 * jnp.square(z) - jnp.log(s) - 0.5 * math.log(2 * math.pi))
-        return total
-
-    return log_prob
-
-
 def batch_logp(policy, min_std: float = 0.0) -> Callable:
-    """(params, obs (E, T, ...), actions (E, T, ...), std_scale=1) -> (E, T) log-densities
-    under `rl_distribution`."""
-    import jax
+    """(params, obs (E, T, ...), actions (E, T, ...), std_scale=1) -> (E, T) log-densities of
+    the draws under the distribution RL samples from: the policy's means and, for every
+    action, max(std, min_std) * std_scale (`polc.runtime.acting`, as `collect` draws them)."""
+    from ..acting import acting, episodes_log_prob, with_min_std, with_std_scale
 
-    one = rl_log_prob(policy, min_std)
-    per_step = jax.vmap(one, in_axes=(None, 0, 0, None))
-    both = jax.vmap(per_step, in_axes=(None, 0, 0, None))
-    return lambda params, obs, actions, std_scale=1.0: both(params, obs, actions, std_scale)
+    floored = with_min_std(acting(policy), min_std)
+    return lambda params, obs, actions, std_scale=1.0: episodes_log_prob(with_std_scale(floored, std_scale), params,
+                                                                        obs, actions)
 
 
 def approx_kl(logp_new, logp_old, mask):

@@ -199,27 +199,31 @@ class TraceLayout:
 
 
 def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable:
-    """The jitted batched step: (params, flat_obs (N, O), seeds (N,), steps (N,)) -> packed (N, D)."""
+    """The jitted batched step: (params, flat_obs (N, O), state, seeds (N,), steps (N,)) ->
+    (packed (N, D), next state): `polc.runtime.acting.act` in every environment, the policy
+    state reset where a slot's episode starts (its step is 0)."""
     import jax
     import jax.numpy as jnp
+
+    from ..acting import act, acting, clip_actions, step_key
 
     tp = policy.program
     offsets = {s.column[4:]: s for s in layout.obs}
     base = jax.random.PRNGKey(config.noise_seed)
+    policy_act = acting(policy)
 
-    def one(params, flat, seed, step):
+    def one(params, flat, state, seed, step):
         obs = {o.name: flat[offsets[o.name].start:offsets[o.name].start + offsets[o.name].size]
                .reshape(o.type.shape) for o in tp.obs}
-        mean, _, latents = policy.distribution(params, obs)
-        actions = mean
-        if config.sample:
-            actions, _ = policy.sample(params, obs, jax.random.fold_in(jax.random.fold_in(base, seed), step))
+        key = step_key(base, seed, step) if config.sample else None
+        s = act(policy_act, params, obs, state, key, fresh=step == 0)
+        actions = clip_actions(tp, s.actions) if config.sample else s.mean
         parts = [actions[a.name] for a in tp.actions]
         if config.trace:
-            parts = [flat] + [latents[x.name] for x in tp.latents] + [mean[a.name] for a in tp.actions] + parts
-        return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts])
+            parts = [flat] + [s.latents[x.name] for x in tp.latents] + [s.mean[a.name] for a in tp.actions] + parts
+        return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts]), s.state
 
-    return jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0)))
+    return jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0, 0)))
 
 
 def make_c_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable:
@@ -241,14 +245,14 @@ def make_c_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callab
     lib = build(tp, weight_values(tp, policy.init(_key0()), "init", policy), tempfile.mkdtemp(prefix="polc_c_"))
     packed: dict = {}
 
-    def step(params, flat, seed, steps):
+    def step(params, flat, state, seed, steps):  # the policy state passes through: C programs have none
         if packed.get("params") is not params:
             packed.update(params=params, weights=pack_weights(tp, weight_values(tp, params, "params", policy)))
         flat = np.asarray(flat, np.float32)
         actions, latents = lib.step_batch(flat[:, take], latents=config.trace, weights=packed["weights"])
         if config.trace:
-            return np.concatenate([flat, latents, actions, actions], 1)
-        return actions
+            return np.concatenate([flat, latents, actions, actions], 1), state
+        return actions, state
 
     return step
 
@@ -263,6 +267,7 @@ class _Compiled(NamedTuple):
     policy: Any             # held, so its id is not reused while the entry lives
     step: Callable          # `make_step_fn`'s jitted step
     constrain: Callable     # the jitted `policy.constrain`
+    states: Callable        # n -> the policy state of n environments (`acting.initial_states`)
 
 
 _compiled: "OrderedDict[tuple, _Compiled]" = OrderedDict()
@@ -285,8 +290,11 @@ def compiled_for(policy, layout: TraceLayout, config: RolloutConfig) -> _Compile
         if hit is not None and hit.policy is policy:
             _compiled.move_to_end(key)
             return hit
+        from ..acting import acting, initial_states
+
         make = make_c_step_fn if config.backend == "c" else make_step_fn
-        made = _Compiled(policy, make(policy, layout, config), jax.jit(policy.constrain))
+        made = _Compiled(policy, make(policy, layout, config), jax.jit(policy.constrain),
+                         partial(initial_states, acting(policy)))
         _compiled[key] = made
         while len(_compiled) > _COMPILED_KEPT:
             _compiled.popitem(last=False)
@@ -357,6 +365,7 @@ class Rollout:
         self.layout = TraceLayout(policy.program, spec.schema)
         compiled = compiled_for(policy, self.layout, config)
         self.step_fn = compiled.step
+        self.initial_states = compiled.states
         self.n = max(1, config.n_envs)
         self._envs = None
         # traced, the weights' columns: constrained once per run
@@ -380,7 +389,7 @@ class Rollout:
             weights = {k: np.asarray(v, np.float32) for k, v in self._constrain(params).items()}
         try:
             return _run(self._envs, self.n, seeds, self.layout, partial(self.step_fn, params), self.config,
-                        on_episode, on_steps, weights)
+                        on_episode, on_steps, weights, self.initial_states(self.n))
         except BaseException:
             self._envs.close(terminate=True)  # interrupted: do not wait for worker processes to finish a step
             self._envs = None
@@ -409,7 +418,11 @@ def rollout(policy, params, spec: Any, seeds: Sequence[int], config: RolloutConf
 
 def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: RolloutConfig,
          on_episode: Optional[Callable[[Episode], None]],
-         on_steps: Optional[Callable[[int], None]] = None, weights: Optional[dict] = None) -> RolloutResult:
+         on_steps: Optional[Callable[[int], None]] = None, weights: Optional[dict] = None,
+         state: Any = None) -> RolloutResult:
+    """`step_fn(obs, state, seeds, steps) -> (out, state)`; `state`: the policy state of the
+    n slots (`{}` without memory), reset by the step where a slot's episode starts."""
+    state = {} if state is None else state
     slots = _Slots(n, config.trace)
     queue = iter(enumerate(seeds))
     for i in range(n):
@@ -423,7 +436,8 @@ def _run(envs, n: int, seeds: list[int], layout: TraceLayout, step_fn, config: R
     # once no episode is left for it: resets = episodes. Others rerun its last seed.
     subsets = getattr(envs, "steps_subsets", False)
     while emitted < len(seeds):
-        out = np.asarray(step_fn(obs, slots.seed.astype(np.int32), slots.steps))
+        out, state = step_fn(obs, state, slots.seed.astype(np.int32), slots.steps)
+        out = np.asarray(out)
         if subsets:
             obs, reward, terminated, truncated = envs.step(out, actions, slots.episode >= 0)
         else:

@@ -4,7 +4,7 @@ The policy network IS the compiled policy (`policy_network_factory`): its
 `init` returns the start params (the IL-fitted ones, or `policy.init`'s) and
 its `apply` unpacks the flat observation into the named fields in schema
 order (`collect.unflatten` over `TraceLayout`'s segments, as `polc rl` does),
-calls `policy.distribution` (vmapped over brax's batch axes) and returns
+calls `polc.runtime.acting`'s distribution (batched over brax's axes) and returns
 [mean (A), std (A)] with the actions in the environment's order. The params
 brax optimises are polc's UNCONSTRAINED params, so every weight constraint is
 enforced by the reparameterisation inside `apply` at every step. The critic is
@@ -28,7 +28,6 @@ its source declares.
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any, Callable
 
@@ -56,36 +55,37 @@ class BraxError(Exception):
 
 
 class _Normal:
-    """A diagonal Gaussian with brax's distribution interface (loc, scale (..., A))."""
+    """A diagonal Gaussian with brax's distribution interface (loc, scale (..., A)); the
+    densities are `polc.runtime.acting`'s, as every other learner's."""
 
     def __init__(self, loc, scale):
         self.loc, self.scale = loc, scale
 
     def sample(self, seed):
-        import jax
+        from ...acting import normal_sample
 
-        return self.loc + self.scale * jax.random.normal(seed, self.loc.shape, self.loc.dtype)
+        return normal_sample(seed, self.loc, self.scale)
 
     def mode(self):
         return self.loc
 
     def log_prob(self, x):
-        import jax.numpy as jnp
+        from ...acting import normal_log_density
 
-        z = (x - self.loc) / self.scale
-        return -0.5 * jnp.square(z) - jnp.log(self.scale) - 0.5 * math.log(2 * math.pi)
+        return normal_log_density(x, self.loc, self.scale)
 
     def entropy(self):
-        import jax.numpy as jnp
+        from ...acting import normal_entropy
 
-        return 0.5 + 0.5 * math.log(2 * math.pi) + jnp.log(self.scale)
+        return normal_entropy(self.scale)
 
     def kl_divergence(self, old: "_Normal"):
         """KL(old || self), summed over the action axis (brax's convention)."""
         import jax.numpy as jnp
 
-        return jnp.sum(jnp.log(self.scale / old.scale) + (jnp.square(old.scale) + jnp.square(old.loc - self.loc))
-                       / (2.0 * jnp.square(self.scale)) - 0.5, axis=-1)
+        from ...acting import normal_kl
+
+        return jnp.sum(normal_kl(old.loc, old.scale, self.loc, self.scale), axis=-1)
 
 
 def polc_normal(action_size: int):
@@ -122,10 +122,12 @@ def verify_actions(tp, schema) -> None:
 
 
 def policy_apply(policy, schema) -> Callable:
-    """(params, obs (..., O)) -> (..., 2A) [mean, std], actions in the schema's order."""
-    import jax
+    """(params, obs (..., O)) -> (..., 2A) [mean, std], actions in the schema's order: the
+    distribution of `polc.runtime.acting` at the initial policy state (brax's policy
+    network has no state to carry)."""
     import jax.numpy as jnp
 
+    from ...acting import acting, batched_distribution
     from ...trace.rollout import TraceLayout
     from ..collect import unflatten
 
@@ -133,14 +135,15 @@ def policy_apply(policy, schema) -> Callable:
     layout = TraceLayout(tp, schema)
     obs_names = [o.name for o in tp.obs]
     order = [f.name for f in schema.actions]
-
-    def one(params, flat):
-        mean, std, _ = policy.distribution(params, unflatten(flat, layout.obs, obs_names))
-        return jnp.concatenate([jnp.ravel(mean[n]) for n in order] + [jnp.ravel(std[n]) for n in order])
+    distribution = batched_distribution(acting(policy))
 
     def apply(params, obs):
         lead = obs.shape[:-1]
-        out = jax.vmap(one, in_axes=(None, 0))(params, jnp.reshape(obs, (-1, obs.shape[-1])))
+        flat = jnp.reshape(obs, (-1, obs.shape[-1]))
+        mean, std, _ = distribution(params, unflatten(flat, layout.obs, obs_names))
+        rows = [jnp.reshape(mean[n], (flat.shape[0], -1)) for n in order] + \
+               [jnp.reshape(std[n], (flat.shape[0], -1)) for n in order]
+        out = jnp.concatenate(rows, axis=-1)
         return jnp.reshape(out, lead + out.shape[-1:])
 
     return apply

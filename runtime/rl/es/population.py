@@ -51,19 +51,24 @@ class SearchSpace:
 
 
 def population_step(policy, layout: TraceLayout, space: SearchSpace) -> Callable:
-    """The jitted step: (rows (P, D), flat_obs (P, O), seeds (P,), steps (P,)) -> (P, A) mean actions."""
+    """The jitted step: (rows (P, D), flat_obs (P, O), state, seeds (P,), steps (P,)) ->
+    ((P, A) mean actions, next state): `polc.runtime.acting.act` with row i's params in
+    environment i, the policy state reset where an episode starts."""
     import jax
     import jax.numpy as jnp
 
+    from ...acting import act, acting
+
     tp = policy.program
     obs_names = [o.name for o in tp.obs]
+    policy_act = acting(policy)
 
-    def one(row, flat, seed, step):
+    def one(row, flat, state, seed, step):
         obs = unflatten(flat, layout.obs, obs_names)  # as the paper's learner's collector unpacks them
-        mean, _, _ = policy.distribution(space.params(row), obs)
-        return jnp.concatenate([jnp.ravel(jnp.asarray(mean[a.name], jnp.float32)) for a in tp.actions])
+        s = act(policy_act, space.params(row), obs, state, fresh=step == 0)
+        return jnp.concatenate([jnp.ravel(jnp.asarray(s.mean[a.name], jnp.float32)) for a in tp.actions]), s.state
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0)))
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0)))
 
 
 class Population(Rollout):

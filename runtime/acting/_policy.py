@@ -1,0 +1,173 @@
+"""The acting step of a compiled policy, and the small transforms of its distribution.
+
+`acting(policy)` turns a `CompiledPolicy` into an `Acting`: its distribution at one step,
+`(params, obs, state) -> (mean, std, latents, next_state)`, unbatched, and the policy
+state it starts an episode from. Everything that acts derives from that one function:
+`act` (the means, or draws mean + std * noise, with the step's latents and next state),
+`log_prob` and `gaussian_log_prob` (the log-density of draws), `episodes_log_prob` (of
+whole padded episodes), `batched_distribution` (of independent rows). Transforms in optax's
+style wrap the distribution and return an `Acting` again, so they chain and every consumer
+sees the same distribution:
+
+    base = acting(policy)
+    rl = with_std_scale(with_min_std(base, 0.1), scale)   # std = max(std, 0.1) * scale
+
+The POLICY STATE is a pytree carried from step to step of an episode; today's programs
+have no memory, so it is `{}` and `next_state` is `state`. The batched steps built on
+`act` (`polc.runtime.trace.rollout`, `polc.runtime.rl.collect`,
+`polc.runtime.rl.es.population`) carry one state per environment (`initial_states`) and
+reset a slot's to the initial state where its episode starts (`fresh`: its step counter is
+0). When `CompiledPolicy` gains `state0` and `step_distribution(params, obs, state) ->
+(mean, std, latents, next_state)`, adopting them is the change in `acting` below (marked
+"policy state"), and `episodes_log_prob` becomes a `lax.scan` over the time axis from the
+initial state instead of a `vmap` (marked too). Noise and log-densities are computed here
+from the distribution, so the compiled policy's own `sample` / `log_prob` (and the future
+`step_sample` / `step_log_prob`) are not needed by the runtime.
+
+Not carried: brax's PPO networks and `polc fit`'s rows see the initial state at every step
+(`batched_distribution`), since brax's policy network is stateless and demonstrations
+are fitted row by row; both would need their own scan for a policy with memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from ._gaussian import normal_log_density, normal_sample
+
+Arrays = dict   # name -> array
+State = Any     # a pytree of arrays; {} for a policy without memory
+
+
+class Acting(NamedTuple):
+    """A policy's acting step, unbatched (shapes are one environment's)."""
+
+    program: Any                                   # the TypedProgram (names, shapes, ranges, noise)
+    init_state: Callable[[], State]                # () -> the state an episode starts from
+    distribution: Callable[[Any, Arrays, State], tuple[Arrays, Arrays, Arrays, State]]
+    # (params, obs, state) -> (mean, std, latents, next_state); std only for the noisy actions
+
+
+class Step(NamedTuple):
+    """What one step of one environment computed."""
+
+    mean: Arrays      # action name -> mean (clipped to the action's range by the lowering)
+    std: Arrays       # noisy action name -> std (after the transforms)
+    actions: Arrays   # action name -> the Gaussian draw (unclipped), or the mean when not sampled
+    latents: Arrays   # latent name -> value
+    state: State      # the policy state after this step
+
+
+def acting(policy) -> Acting:
+    """The `Acting` of a `CompiledPolicy` (polc.lower)."""
+    def init_state() -> State:
+        return {}  # policy state: `policy.state0` here
+
+    def distribution(params, obs: Arrays, state: State):
+        mean, std, latents = policy.distribution(params, obs)  # policy state: `policy.step_distribution(params, obs, state)`
+        return mean, std, latents, state
+
+    return Acting(policy.program, init_state, distribution)
+
+
+def _map_std(act: Acting, f: Callable) -> Acting:
+    def distribution(params, obs, state):
+        mean, std, latents, nxt = act.distribution(params, obs, state)
+        return mean, {k: f(v) for k, v in std.items()}, latents, nxt
+
+    return act._replace(distribution=distribution)
+
+
+def with_min_std(act: Acting, min_std) -> Acting:
+    """`act` whose every std is at least `min_std` (max(std, min_std)); 0 leaves a positive std as is."""
+    return _map_std(act, lambda s: jnp.maximum(s, min_std))
+
+
+def with_std_scale(act: Acting, scale) -> Acting:
+    """`act` whose every std is multiplied by `scale` (a float or a traced scalar: built
+    inside a jitted step, the scale is an argument and a new value does not recompile)."""
+    return _map_std(act, lambda s: s * scale)
+
+
+def step_key(key: jax.Array, episode, step) -> jax.Array:
+    """The key of one step's noise: fold_in(fold_in(key, episode), step), so an episode's
+    draws depend only on the key, its episode (or seed) number and the step."""
+    return jax.random.fold_in(jax.random.fold_in(key, episode), step)
+
+
+def act(act_: Acting, params, obs: Arrays, state: State, key: Optional[jax.Array] = None,
+        fresh=None) -> Step:
+    """One step of one environment: the distribution at `obs`, and with `key` a draw of
+    every noisy action (one split of `key` per noisy action, in declaration order, as
+    `CompiledPolicy.sample` splits it). `fresh` (a () bool, e.g. step == 0): start from the
+    initial state instead of `state`, where an episode begins."""
+    if fresh is not None:
+        state = reset_where(act_, state, fresh)
+    mean, std, latents, nxt = act_.distribution(params, obs, state)
+    actions = dict(mean)
+    if key is not None:
+        noisy = [a for a in act_.program.actions if a.std is not None]
+        keys = jax.random.split(key, len(noisy)) if noisy else ()
+        for k, a in zip(keys, noisy):
+            actions[a.name] = normal_sample(k, mean[a.name], std[a.name])
+    return Step(mean, std, actions, latents, nxt)
+
+
+def clip_actions(program, actions: Arrays) -> Arrays:
+    """Each action clipped to its declared range (what the environment executes; a draw
+    is recorded before this, so its log-density stays the Gaussian's)."""
+    return {a.name: _clip(actions[a.name], a.lo, a.hi) for a in program.actions}
+
+
+def _clip(x, lo: float, hi: float):
+    if lo == -float("inf") and hi == float("inf"):
+        return x
+    return jnp.clip(x, None if lo == -float("inf") else lo, None if hi == float("inf") else hi)
+
+
+def gaussian_log_prob(mean: Arrays, std: Arrays, actions: Arrays) -> jax.Array:
+    """() the log-density of `actions` under independent normals (mean, std), summed over
+    every noisy action (the keys of `std`) and its elements."""
+    total = jnp.zeros((), jnp.float32)
+    for name, s in std.items():
+        total = total + jnp.sum(normal_log_density(actions[name], mean[name], s))
+    return total
+
+
+def log_prob(act_: Acting, params, obs: Arrays, actions: Arrays, state: State) -> tuple[jax.Array, State]:
+    """(() log-density of the draws `actions` at `obs`, next state)."""
+    mean, std, _, nxt = act_.distribution(params, obs, state)
+    return gaussian_log_prob(mean, std, actions), nxt
+
+
+def episodes_log_prob(act_: Acting, params, obs: Arrays, actions: Arrays) -> jax.Array:
+    """(E, T) log-densities of padded episodes (obs and actions (E, T, *shape), every
+    episode starting at t = 0)."""
+    def one(params, obs, actions):
+        # policy state: a `jax.lax.scan` over T carrying the state from `act_.init_state()`
+        return log_prob(act_, params, obs, actions, act_.init_state())[0]
+
+    per_step = jax.vmap(one, in_axes=(None, 0, 0))
+    return jax.vmap(per_step, in_axes=(None, 0, 0))(params, obs, actions)
+
+
+def batched_distribution(act_: Acting) -> Callable:
+    """(params, obs (B, *shape)) -> (mean, std, latents), each (B, ...): independent rows,
+    each at the initial state."""
+    def one(params, obs):
+        return act_.distribution(params, obs, act_.init_state())[:3]
+
+    return jax.vmap(one, in_axes=(None, 0))
+
+
+def initial_states(act_: Acting, n: int) -> State:
+    """The initial state of `n` environments: each leaf (n, *shape)."""
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x)), act_.init_state())
+
+
+def reset_where(act_: Acting, state: State, fresh) -> State:
+    """`state` with the initial state where `fresh` (a () bool inside a vmapped step)."""
+    return jax.tree.map(lambda s0, s: jnp.where(fresh, s0, s), act_.init_state(), state)
