@@ -319,6 +319,14 @@ class CompiledPolicy(NamedTuple):
     step_sample: Callable = None        # (params, obs, state, key) -> (actions, latents, next_state)
     step_log_prob: Callable = None      # (params, obs, actions, state) -> (logp, next_state)
 
+    # One lowering is one policy: caches keyed on it (runtime/rl/collect.py) hash it by identity, as
+    # they did before `state0` (a dict, unhashable) joined the fields; equality follows the hash.
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
 
 def lower(tp: TypedProgram, grouped: bool = True) -> CompiledPolicy:
     """Lower a checked program to a `CompiledPolicy` (see the module docstring).

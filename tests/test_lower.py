@@ -259,6 +259,8 @@ def test_examples_vmap_equals_a_loop_and_gradients_are_finite(path):
     params = policy.init(jax.random.PRNGKey(0))
     rng = np.random.default_rng(0)
     batch = random_obs(policy, rng, (5,))
+    if policy.state0:  # a program with memory steps from a state (tests/test_memory_lower.py has the rest)
+        return _stateful_vmap_equals_a_loop(policy, params, batch)
     acts, lats = jax.vmap(policy.apply, in_axes=(None, 0))(params, batch)
     for i in range(5):
         one_a, one_l = policy.apply(params, {k: v[i] for k, v in batch.items()})
@@ -275,6 +277,21 @@ def test_examples_vmap_equals_a_loop_and_gradients_are_finite(path):
         jnp.sum(v) for v in jax.tree.leaves(policy.apply(p, obs)[0])))(params)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
     assert jax.tree.structure(grads) == jax.tree.structure(params)
+
+
+def _stateful_vmap_equals_a_loop(policy, params, batch):
+    states = jax.tree.map(lambda x: jnp.broadcast_to(x, (5, *jnp.shape(x))), policy.state0)
+    mean, _, lats, nxt = jax.vmap(policy.step_distribution, in_axes=(None, 0, 0))(params, batch, states)
+    for i in range(5):
+        one = policy.step_distribution(params, {k: v[i] for k, v in batch.items()}, policy.state0)
+        for got, want in zip((mean, lats, nxt), (one[0], one[2], one[3])):
+            for name in want:
+                np.testing.assert_allclose(got[name][i], want[name], rtol=1e-5, atol=1e-6)
+    obs = {k: v[0] for k, v in batch.items()}
+    sample, _, _ = policy.step_sample(params, obs, policy.state0, jax.random.PRNGKey(2))
+    grads = jax.grad(lambda p: policy.step_log_prob(p, obs, sample, policy.state0)[0] + sum(
+        jnp.sum(v) for v in jax.tree.leaves(policy.step_distribution(p, obs, policy.state0)[0])))(params)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
 
 
 def test_functions_jit_and_lower_to_one_program():
