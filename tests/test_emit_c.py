@@ -237,6 +237,21 @@ def test_every_op_hits_the_edges(every_op):
     assert (act == -1).any() and (act == 1).any() and (act == 0).any()  # a's bounds, b's lower bound
 
 
+def test_batch_blocks_and_single_rows_agree_bitwise(every_op):
+    """The batch loop's blocks of 16 rows (the step inline, observations and weights in locals)
+    and its rows left over (the step function) compute the same bits, NaNs included; so do
+    the runs with and without the latents."""
+    rows = every_op.rows
+    assert len(rows) % 16 != 0 and len(rows) > 16  # both paths run
+    one = [every_op.c.step_batch(rows[i:i + 1]) for i in range(len(rows))]
+    single_act = np.concatenate([a for a, _ in one])
+    single_lat = np.concatenate([lat for _, lat in one])
+    act_only, no_lat = every_op.c.step_batch(rows, latents=False)
+    assert no_lat is None
+    for got, want in ((every_op.c_act, single_act), (every_op.c_lat, single_lat), (act_only, single_act)):
+        assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.slow
 def test_corpus_agrees_with_jax(corpus_cases):
     """Every example and every valid golden program (one compiler run, one jit each)."""
