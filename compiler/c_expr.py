@@ -35,7 +35,7 @@ _C_LIBRARY = {
     "expf", "logf", "log1pf", "sqrtf", "tanhf", "sinf", "cosf", "atan2f", "powf", "fabsf",
     # the generated functions' own parameters and locals
     "obs", "act", "lat", "w", "n", "k", "i", "j", "o", "a", "l", "s", "x", "y", "kernel", "bias",
-    "n_in", "n_out", "k0", "lat_block", "lat_rows",
+    "n_in", "n_out", "k0", "lat_block", "lat_rows", "lat_stride",
 }
 RESERVED = _C_KEYWORDS | _C_LIBRARY
 
