@@ -297,7 +297,8 @@ def report(r: dict) -> str:
     f = common.fmt_time
     torch1 = [["torch.compile (batch of 1)", f(lat["torch_compile_s"]), "-",
                f"C is {lat['torch_compile_over_c']:.0f}x faster"]] if "torch_compile_s" in lat else []
-    torchb = [["torch.compile", f(bw["torch_compile_s"]), f"{bw['torch_compile_share']:.2f} ({bw['torch_compile_share_cpu']:.2f})",
+    torchb = [["torch.compile", f(bw["torch_compile_s"]),
+               f"{bw['torch_compile_share']:.2f} ({bw['torch_compile_share_cpu']:.2f})",
                f"C is {bw['torch_compile_over_c']:.1f}x faster"]] if "torch_compile_s" in bw else []
     out = ["", "Batch 1 (per call):", common.table(
         ["candidate", "time", "JAX / this", "vs C"],

@@ -273,8 +273,11 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
     (n mod {P}_BLOCK) go one by one through the step function, with the same bits."""
     text = "\n".join(line for line in body if not line.startswith("/*"))  # the code, not its comments
     used = lambda name: re.search(rf"(?<![\w.>]){re.escape(name)}\b", text) is not None  # noqa: E731
-    weights = [f"    {_local(names.c[x.name], x.type.shape, f'w->{names.c[x.name]}', f'&w->{names.c[x.name]}{sub((0,) * len(x.type.shape))}')}"
-               for x in tp.weights if used(names.c[x.name])]
+    weights = []
+    for x in tp.weights:
+        name, shape = names.c[x.name], x.type.shape
+        if used(name):
+            weights.append(f"    {_local(name, shape, f'w->{name}', f'&w->{name}{sub((0,) * len(shape))}')}")
     obs_locals, offset = [], 0
     for ob in tp.obs:
         if used(names.c[ob.name]):
@@ -282,7 +285,8 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
             obs_locals.append(f"            {_local(names.c[ob.name], ob.type.shape, f'o[{offset}]', row)}")
         offset += ob.type.size
     stores = [f"            a[{i}] = {path};" for i, (path, _, _) in enumerate(act_flat)]
-    stores += [f"            l[{i}] = {'(float)' if t == 'int' else ''}{path};" for i, (path, _, t) in enumerate(lat_flat)]
+    stores += [f"            l[{i}] = {'(float)' if t == 'int' else ''}{path};"
+               for i, (path, _, t) in enumerate(lat_flat)]
     block = [
         f"    for (; k0 + {P}_BLOCK <= n; k0 += {P}_BLOCK) {{",
         *([f"        float *lat_rows = lat != NULL ? lat + k0 * {P}_LATENTS_SIZE : lat_block;"] if lat_flat else []),
