@@ -255,12 +255,15 @@ def _body(tp: TypedProgram, em: Emitter) -> list[str]:
 
 def _local(name: str, shape: tuple[int, ...], scalar: str, pointer: str) -> str:
     """The local `name` of an observation or a weight: its value `scalar` when it has no shape,
-    else `pointer` (a float pointer) read as an array of `shape`."""
+    else `pointer` (a float pointer into the row, or the weight's member `w->...`) read as an
+    array of `shape`."""
     if not shape:
         return f"const float {name} = {scalar};"
     if len(shape) == 1:
         return f"const float *{name} = {pointer};"
     rest = dims(shape[1:])
+    if pointer.startswith("w->"):  # an array member: it decays to a pointer to its first row
+        return f"const float (*{name}){rest} = {pointer};"
     return f"const float (*{name}){rest} = (const float (*){rest})({pointer});"
 
 
@@ -277,7 +280,7 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
     for x in tp.weights:
         name, shape = names.c[x.name], x.type.shape
         if used(name):
-            weights.append(f"    {_local(name, shape, f'w->{name}', f'&w->{name}{sub((0,) * len(shape))}')}")
+            weights.append(f"    {_local(name, shape, f'w->{name}', f'w->{name}')}")
     obs_locals, offset = [], 0
     for ob in tp.obs:
         if used(names.c[ob.name]):

@@ -351,6 +351,28 @@ def test_compile_c_with_params_of_another_program(tmp_path, capsys):
     assert not (tmp_path / "x.c").exists()
 
 
+MATRICES = """policy matrices
+obs pos : real[2, 3] in [-1, 1]
+obs vel : real[2] in [-2, 2]
+weight gain : real[2, 3] = [[1, 2, 3], [4, 5, -6]]
+weight damp : real[2] = [0.5, -1]
+latent push = sum(gain * pos)
+latent drag = sum(damp * vel)
+latent big = push > drag
+action force : real in [-1, 1] = push - drag
+"""
+
+
+def test_batch_loop_reads_matrix_observations_and_weights(tmp_path):
+    """The batch loop's locals for 2-d observations (a row pointer cast to rows of 3) and
+    2-d weights (the member itself) read the right elements: C agrees with JAX on 256 + edge
+    rows, through the blocks and the rows left over."""
+    case = build_cases([("matrices", loads(MATRICES, "matrices.pol", analyze=False).typed)], tmp_path)["matrices"]
+    src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "m.h").c
+    assert "const float (*pos)[3] = (const float (*)[3])(o);" in src and "const float (*gain)[3] = w->gain;" in src
+    assert_agrees(case, EVERY_OP_TOLERANCE)
+
+
 def test_names_that_clash_with_c_are_renamed():
     """A Pol name that is a C keyword or a <math.h> macro gets a trailing underscore."""
     tp = loads('policy p\nobs int : real\nobs NAN : real\nlatent float = int + NAN\n'
