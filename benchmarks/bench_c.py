@@ -1,6 +1,6 @@
 """The C back end (`polc compile -o policy.c`) against the jitted JAX lowering.
 
-    .venv/bin/python benchmarks/bench_c.py [--reps 9] [--batch 65536] [--json out.json] [--no-pin]
+    .venv/bin/python benchmarks/bench_c.py [--reps 9] [--batch 65536] [--json out.json] [--no-pin] [--no-torch]
 
 On the Car Racing example (examples/car_racing/initial.pol), at its initial weights:
 
@@ -19,18 +19,26 @@ On the Car Racing example (examples/car_racing/initial.pol), at its initial weig
    exactly equal results over 65536 inputs, through the whole pipeline (a one-op
    program per function, emitted, built and called like any policy).
 
-All candidates are timed interleaved in one process pinned to one core (common.py).
-torch.compile is not compared here: torch is not installed in this environment.
+All candidates are timed interleaved, pinned to one core (common.py). torch.compile (of
+the paper's PyTorch form, benchmarks/car_racing_torch.py, at batch 1 and at the large
+batch) runs in a worker process of its own (bench_torch.py's torch worker: one intra-op
+and one inter-op thread, inference_mode), pinned to the same core: torch and JAX never
+share a process, and the driver interleaves the worker's timings with its own repetition
+by repetition, one candidate computing at a time. Without torch (or with --no-torch) that
+row is left out with a message.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import common
 
@@ -40,6 +48,7 @@ common.single_threaded_jax_env()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+import bench_torch  # noqa: E402  (its torch worker; torch is imported only in that process)
 import polc  # noqa: E402
 from polc.emit_c import emit_c, weight_values  # noqa: E402
 from polc.lower import lower  # noqa: E402
@@ -128,6 +137,21 @@ def check_same(cp: CPolicy, tp, batched, params, obs) -> float:
     return float(worst)
 
 
+def check_torch(cp: CPolicy, tp, torch_worker) -> None:
+    """torch.compile's actions and latents against the C batch entry point's on the same rows."""
+    n, seed = bench_torch.CHECK_BATCH, bench_torch.CHECK_SEED
+    got = torch_worker.call(op="outputs", batch=n, seed=seed)["outputs"]
+    if "torch_compile" not in got:
+        return  # time_with_torch reports the failure
+    c_act, c_lat = cp.step_batch(rows_of(tp, common.car_obs(n, seed)))
+    t = got["torch_compile"]
+    t_act = np.concatenate([np.asarray(t["actions"][a.name], np.float32).reshape(n, -1) for a in tp.actions], 1)
+    t_lat = np.concatenate([np.asarray(t["latents"][v.name], np.float32).reshape(n, -1) for v in tp.latents], 1)
+    if not (np.allclose(c_act, t_act, rtol=1e-5, atol=1e-5) and np.allclose(c_lat, t_lat, rtol=1e-5, atol=1e-5)):
+        raise AssertionError("torch.compile and C differ beyond rtol 1e-5, atol 1e-5: not the same function")
+    print(f"same outputs: torch.compile and C agree on {n} rows (actions and latents, rtol 1e-5, atol 1e-5)")
+
+
 def object_size(workdir: str, tp, flags: list[str]) -> dict:
     obj = os.path.join(workdir, f"{tp.name}{flags[0]}.o")
     subprocess.run([c_compiler(), "-std=c99", *flags, "-c", "-o", obj, os.path.join(workdir, f"{tp.name}.c")],
@@ -153,7 +177,44 @@ def function_ulps(workdir: str) -> dict:
     return out
 
 
-def run(reps: int, batch: int, target_s: float) -> dict:
+def time_with_torch(fns: dict, torch_worker, batch: int, reps: int, target_s: float) -> dict:
+    """`common.time_interleaved` of `fns` (in this process) and, when `torch_worker` is not None,
+    of torch.compile at `batch` in that worker: one inner count for all, the candidates' order
+    rotated every repetition; the worker times its own calls (`bench_torch.worker`)."""
+    if torch_worker is None:
+        return common.time_interleaved(fns, reps=reps, target_s=target_s)
+    r = torch_worker.call(op="prepare", batch=batch)  # compiles, then warms up
+    if "compile" not in r["candidates"]:
+        print(f"torch.compile FAILED at batch {batch}: {r['errors'].get('compile')}", file=sys.stderr)
+        return common.time_interleaved(fns, reps=reps, target_s=target_s)
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    inner = min([common.calibrate(fn, target_s) for fn in fns.values()]
+                + [torch_worker.call(op="calibrate", cand="compile", target_s=target_s)["inner"]])
+    names = [*fns, "torch_compile"]
+    wall: dict = {n: [] for n in names}
+    cpu: dict = {n: [] for n in names}
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            if name == "torch_compile":
+                t = torch_worker.call(op="time", cand="compile", inner=inner)
+                wall[name].append(t["s"] / inner)
+                cpu[name].append(t["cpu"] / inner)
+                continue
+            fn = fns[name]
+            c0, t0 = common.cpu_seconds(), time.perf_counter()
+            for _ in range(inner):
+                fn()
+            wall[name].append((time.perf_counter() - t0) / inner)
+            cpu[name].append((common.cpu_seconds() - c0) / inner)
+    out = {n: {"median_s": statistics.median(wall[n]), "samples_s": wall[n], "cpu_samples_s": cpu[n],
+               "inner": inner, "cpu_per_wall": sum(cpu[n]) / sum(wall[n])} for n in names}
+    out["torch_compile"]["first_call_s"] = r["first_call_s"].get("compile")
+    return out
+
+
+def run(reps: int, batch: int, target_s: float, torch_worker=None) -> dict:
     tp = polc.load(str(common.CAR_RACING), analyze=False).typed
     policy = lower(tp)
     params = policy.init(jax.random.PRNGKey(0))
@@ -163,6 +224,8 @@ def run(reps: int, batch: int, target_s: float) -> dict:
     batched = jax.jit(jax.vmap(policy.apply, in_axes=(None, 0)))
     worst = check_same(cp, tp, batched, params, common.car_obs(4096, seed=2))
     print(f"same outputs: C and JAX within {worst:.1f} ulps of max(|x|, 1) on 4096 rows (actions and latents)")
+    if torch_worker is not None:
+        check_torch(cp, tp, torch_worker)
 
     # ---- batch 1
     obs1 = {k: v[0] for k, v in common.car_obs(1, seed=1).items()}
@@ -173,16 +236,19 @@ def run(reps: int, batch: int, target_s: float) -> dict:
     ptr64 = rows64.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
     one_row = rows64[:1].copy()
     load = common.LoadMeter()
-    t1 = common.time_interleaved({
+    t1 = time_with_torch({
         "jax": lambda: jax.block_until_ready(policy.apply(params, obs1)),
         "c_loop": lambda: steps(STEPS_PER_CALL, ptr64, 64),
         "c_ctypes": lambda: cp.step_batch(one_row, latents=False),
-    }, reps=reps, target_s=target_s)
+    }, torch_worker, 1, reps, target_s)
     c_call = [s / STEPS_PER_CALL for s in t1["c_loop"]["samples_s"]]
     latency = {"jax_s": t1["jax"]["median_s"], "c_s": float(np.median(c_call)),
                "c_ctypes_s": t1["c_ctypes"]["median_s"],
                "jax_over_c": common.paired_ratio(t1["jax"]["samples_s"], c_call),
                "jax_over_c_ctypes": common.paired_ratio(t1["jax"]["samples_s"], t1["c_ctypes"]["samples_s"])}
+    if "torch_compile" in t1:
+        latency["torch_compile_s"] = t1["torch_compile"]["median_s"]
+        latency["torch_compile_over_c"] = common.paired_ratio(t1["torch_compile"]["samples_s"], c_call)
 
     # ---- the batch loop against the copy bandwidth
     obs = common.car_obs(batch, seed=batch)
@@ -193,13 +259,14 @@ def run(reps: int, batch: int, target_s: float) -> dict:
     bytes_c_act = batch * 4 * (n_obs + n_act)
     src = np.zeros(bytes_c, np.uint8)
     dst = np.zeros(bytes_c, np.uint8)
-    tb = common.time_interleaved({
+    tb = time_with_torch({
         "copy": lambda: ctypes.memmove(dst.ctypes.data, src.ctypes.data, bytes_c),
         "c": lambda: cp.step_batch(rows, latents=True),
         "c_actions": lambda: cp.step_batch(rows, latents=False),
         "xla": lambda: jax.block_until_ready(batched(params, obs_dev)),
-    }, reps=reps, target_s=target_s)
+    }, torch_worker, batch, reps, target_s)
     copy = tb["copy"]["samples_s"]
+    cpu = {k: v["cpu_samples_s"] for k, v in tb.items()}
     bandwidth = {
         "batch": batch, "bytes_in_out": bytes_c, "copy_s": tb["copy"]["median_s"],
         "copy_gb_s": bytes_c / tb["copy"]["median_s"] / 1e9,
@@ -209,7 +276,16 @@ def run(reps: int, batch: int, target_s: float) -> dict:
         "c_actions_share": common.paired_ratio([t * bytes_c_act / bytes_c for t in copy], tb["c_actions"]["samples_s"]),
         "xla_share": common.paired_ratio(copy, tb["xla"]["samples_s"]),
         "xla_over_c": common.paired_ratio(tb["xla"]["samples_s"], tb["c"]["samples_s"]),
+        # the same in process CPU time, which waiting for a busy core does not inflate
+        "c_share_cpu": common.paired_ratio(cpu["copy"], cpu["c"]),
+        "c_actions_share_cpu": common.paired_ratio([t * bytes_c_act / bytes_c for t in cpu["copy"]], cpu["c_actions"]),
+        "xla_share_cpu": common.paired_ratio(cpu["copy"], cpu["xla"]),
     }
+    if "torch_compile" in tb:  # the same bytes in (the observations) and out (actions and latents)
+        bandwidth["torch_compile_s"] = tb["torch_compile"]["median_s"]
+        bandwidth["torch_compile_share"] = common.paired_ratio(copy, tb["torch_compile"]["samples_s"])
+        bandwidth["torch_compile_over_c"] = common.paired_ratio(tb["torch_compile"]["samples_s"], tb["c"]["samples_s"])
+        bandwidth["torch_compile_share_cpu"] = common.paired_ratio(cpu["copy"], cpu["torch_compile"])
     busy = load.busy_cores()
     return {"latency": latency, "bandwidth": bandwidth, "busy_cores": busy,
             "object": {"O2": object_size(work, tp, ["-O2"]), "Os": object_size(work, tp, ["-Os"])},
@@ -219,19 +295,28 @@ def run(reps: int, batch: int, target_s: float) -> dict:
 def report(r: dict) -> str:
     lat, bw = r["latency"], r["bandwidth"]
     f = common.fmt_time
+    torch1 = [["torch.compile (batch of 1)", f(lat["torch_compile_s"]), "-",
+               f"C is {lat['torch_compile_over_c']:.0f}x faster"]] if "torch_compile_s" in lat else []
+    torchb = [["torch.compile", f(bw["torch_compile_s"]),
+               f"{bw['torch_compile_share']:.2f} ({bw['torch_compile_share_cpu']:.2f})",
+               f"C is {bw['torch_compile_over_c']:.1f}x faster"]] if "torch_compile_s" in bw else []
     out = ["", "Batch 1 (per call):", common.table(
-        ["candidate", "time", "JAX / this"],
-        [["jax: jitted apply", f(lat["jax_s"]), "1"],
-         ["C: car_racing_step (C loop)", f(lat["c_s"]), f"{lat['jax_over_c']:.0f} (target >= 100)"],
-         ["C: through ctypes", f(lat["c_ctypes_s"]), f"{lat['jax_over_c_ctypes']:.1f}"]]),
+        ["candidate", "time", "JAX / this", "vs C"],
+        [["jax: jitted apply", f(lat["jax_s"]), "1", ""],
+         ["C: car_racing_step (C loop)", f(lat["c_s"]), f"{lat['jax_over_c']:.0f} (target >= 100)", ""],
+         ["C: through ctypes", f(lat["c_ctypes_s"]), f"{lat['jax_over_c_ctypes']:.1f}", ""], *torch1]),
         "", f"Batch {bw['batch']} ({bw['bytes_in_out'] / 1e6:.1f} MB in + out with latents; "
             f"copy bandwidth {bw['copy_gb_s']:.2f} GB/s):",
-        common.table(["candidate", "time", "share of copy bandwidth"],
-                     [["memmove of the same bytes", f(bw["copy_s"]), "1"],
-                      ["C step_batch (actions + latents)", f(bw["c_s"]), f"{bw['c_share']:.2f} (target >= 0.5)"],
-                      ["C step_batch (actions only)", f(bw["c_actions_s"]), f"{bw['c_actions_share']:.2f}"],
-                      ["XLA jit(vmap(apply))", f(bw["xla_s"]), f"{bw['xla_share']:.2f}"]]),
-        f"XLA / C at batch {bw['batch']}: {bw['xla_over_c']:.1f}",
+        "share of copy bandwidth: the median over repetitions of copy time / candidate time, the same bytes "
+        "(in brackets: in process CPU time)",
+        common.table(["candidate", "time", "share of copy bandwidth", "vs C"],
+                     [["memmove of the same bytes", f(bw["copy_s"]), "1", ""],
+                      ["C step_batch (actions + latents)", f(bw["c_s"]),
+                       f"{bw['c_share']:.2f} ({bw['c_share_cpu']:.2f}) (target >= 0.5)", ""],
+                      ["C step_batch (actions only)", f(bw["c_actions_s"]),
+                       f"{bw['c_actions_share']:.2f} ({bw['c_actions_share_cpu']:.2f})", ""],
+                      ["XLA jit(vmap(apply))", f(bw["xla_s"]), f"{bw['xla_share']:.2f} ({bw['xla_share_cpu']:.2f})",
+                       f"C is {bw['xla_over_c']:.1f}x faster"], *torchb]),
         "", "Object size of the generated car_racing.c (bytes):",
         common.table(["flags", "text", "data", ".o file"],
                      [[k, v["text"], v["data"], v["file"]] for k, v in r["object"].items()]),
@@ -250,14 +335,31 @@ def main() -> int:
     ap.add_argument("--target-s", type=float, default=0.03)
     ap.add_argument("--json")
     ap.add_argument("--no-pin", action="store_true")
+    ap.add_argument("--no-torch", action="store_true", help="leave torch.compile out")
     args = ap.parse_args()
     if c_compiler() is None:
         print("bench_c: no C compiler (cc, gcc or clang) found", file=sys.stderr)
         return 2
     print(common.header("C back end vs JAX (examples/car_racing/initial.pol)")
           + (f"\npinned to core {PINNED}" if PINNED is not None else ""))
-    r = run(max(args.reps, 7), args.batch, args.target_s)
+    torch_worker = None
+    if args.no_torch:
+        pass
+    elif importlib.util.find_spec("torch") is None:
+        print("torch is not installed: torch.compile left out (install it with `pip install -e .[bench]`)")
+    else:
+        torch_worker = bench_torch.start_worker("torch", PINNED)
+    try:
+        r = run(max(args.reps, 7), args.batch, args.target_s, torch_worker)
+        if torch_worker is not None:
+            r["torch_versions"] = torch_worker.call(op="info")["versions"]
+    finally:
+        if torch_worker is not None:
+            torch_worker.close()
     print(report(r))
+    if "torch_versions" in r:
+        print(f"torch {r['torch_versions']['torch']}: its own process on the same core, 1 intra-op and 1 inter-op "
+              "thread, inference_mode")
     common.write_json(args.json, r)
     return 0
 

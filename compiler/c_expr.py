@@ -35,7 +35,7 @@ _C_LIBRARY = {
     "expf", "logf", "log1pf", "sqrtf", "tanhf", "sinf", "cosf", "atan2f", "powf", "fabsf",
     # the generated functions' own parameters and locals
     "obs", "act", "lat", "w", "n", "k", "i", "j", "o", "a", "l", "s", "x", "y", "kernel", "bias",
-    "n_in", "n_out",
+    "n_in", "n_out", "k0", "lat_block", "lat_rows", "lat_stride",
 }
 RESERVED = _C_KEYWORDS | _C_LIBRARY
 
@@ -147,8 +147,11 @@ class Names:
 class Emitter:
     """Writes the statements of one program's step function (see the module docstring)."""
 
-    def __init__(self, tp: TypedProgram, names: Names, mlp_names: Mapping[str, str]):
+    def __init__(self, tp: TypedProgram, names: Names, mlp_names: Mapping[str, str], locals_: bool = False):
         self.tp = tp
+        # False: observations and weights are read through the step's `obs` and `w` pointers;
+        # True: through locals of their own names (the batch loop reads them into those first).
+        self.locals_ = locals_
         self.names = names
         self.mlp_names = mlp_names
         self.helpers: set[str] = set()
@@ -177,9 +180,9 @@ class Emitter:
 
     def el_Ref(self, e: T.Ref, idx):
         name = self.names.c[e.name]
-        if e.kind == "obs":
+        if e.kind == "obs" and not self.locals_:
             return f"obs->{name}{sub(idx)}"
-        if e.kind == "weight":
+        if e.kind == "weight" and not self.locals_:
             return f"w->{name}{sub(idx)}"
         if e.kind == "state":  # its value at the start of the step; the next one is written at the end
             return f"s->{name}{sub(idx)}"

@@ -239,6 +239,21 @@ def test_every_op_hits_the_edges(every_op):
     assert (act == -1).any() and (act == 1).any() and (act == 0).any()  # a's bounds, b's lower bound
 
 
+def test_batch_blocks_and_single_rows_agree_bitwise(every_op):
+    """The batch loop's blocks of 16 rows (the step inline, observations and weights in locals)
+    and its rows left over (the step function) compute the same bits, NaNs included; so do
+    the runs with and without the latents."""
+    rows = every_op.rows
+    assert len(rows) % 16 != 0 and len(rows) > 16  # both paths run
+    one = [every_op.c.step_batch(rows[i:i + 1]) for i in range(len(rows))]
+    single_act = np.concatenate([a for a, _ in one])
+    single_lat = np.concatenate([lat for _, lat in one])
+    act_only, no_lat = every_op.c.step_batch(rows, latents=False)
+    assert no_lat is None
+    for got, want in ((every_op.c_act, single_act), (every_op.c_lat, single_lat), (act_only, single_act)):
+        assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.slow
 def test_corpus_agrees_with_jax(corpus_cases):
     """Every example and every valid golden program (one compiler run, one jit each)."""
@@ -337,6 +352,28 @@ def test_compile_c_with_params_of_another_program(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "fitted for a different structure" in err and 'weight "kp" (real) is missing from the file' in err
     assert not (tmp_path / "x.c").exists()
+
+
+MATRICES = """policy matrices
+obs pos : real[2, 3] in [-1, 1]
+obs vel : real[2] in [-2, 2]
+weight gain : real[2, 3] = [[1, 2, 3], [4, 5, -6]]
+weight damp : real[2] = [0.5, -1]
+latent push = sum(gain * pos)
+latent drag = sum(damp * vel)
+latent big = push > drag
+action force : real in [-1, 1] = push - drag
+"""
+
+
+def test_batch_loop_reads_matrix_observations_and_weights(tmp_path):
+    """The batch loop's locals for 2-d observations (a row pointer cast to rows of 3) and
+    2-d weights (the member itself) read the right elements: C agrees with JAX on 256 + edge
+    rows, through the blocks and the rows left over."""
+    case = build_cases([("matrices", loads(MATRICES, "matrices.pol", analyze=False).typed)], tmp_path)["matrices"]
+    src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "m.h").c
+    assert "const float (*pos)[3] = (const float (*)[3])(o);" in src and "const float (*gain)[3] = w->gain;" in src
+    assert_agrees(case, EVERY_OP_TOLERANCE)
 
 
 def test_names_that_clash_with_c_are_renamed():
