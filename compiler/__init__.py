@@ -27,12 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from .diagnostics import Diagnostic, InternalCompilerError, PolError, render, render_all
-from .typed import TypedProgram
+from .messages import Diagnostic, InternalCompilerError, PolError, render, render_all
+from .check.typed import TypedProgram
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyze import Analysis
-    from .lower import CompiledPolicy
+    from .analysis.program import Analysis
+    from .backend.lower import CompiledPolicy
 
 __version__ = "0.1.0"
 
@@ -58,20 +58,20 @@ class Program:
 
     def compile(self) -> "CompiledPolicy":
         """Lower to JAX: a `CompiledPolicy` of pure, jittable functions."""
-        from .lower import lower
+        from .backend.lower import lower
 
         return lower(self.typed)
 
 
 def loads(text: str, file: str = "<string>", analyze: bool = True) -> Program:
     """Parse and check Pol source text. Raises `PolError` carrying every error."""
-    from .check import check_program
-    from .parse import parse_program
+    from .check.program import check_program
+    from .frontend.parse import parse_program
 
     typed, warnings = check_program(parse_program(text, file))
     analysis = None
     if analyze:
-        from .analyze import analyze_program
+        from .analysis.program import analyze_program
 
         analysis = analyze_program(typed)
         warnings = warnings + [d for d in analysis.diagnostics if not d.is_error]

@@ -29,15 +29,15 @@ import re
 import sys
 from typing import Callable, Optional, Sequence
 
-from .ast import Span
-from .diagnostics import Diagnostic, InternalCompilerError, PolError, dumps, render_all
-from .files import write_error_text
+from .frontend.ast import Span
+from .messages import Diagnostic, InternalCompilerError, PolError, dumps, render_all
+from .util.files import write_error_text
 
 
 def __getattr__(name: str):
     # `from polc.cli import write_atomic` keeps working; `polc check` does not import tempfile for it.
     if name == "write_atomic":
-        from .files import write_atomic
+        from .util.files import write_atomic
 
         return write_atomic
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -197,8 +197,8 @@ def _c_weights(tp, params_path: Optional[str]):
     values (mlps as `init(PRNGKey(0))` draws them)."""
     import jax
 
-    from .emit_c import weight_values
-    from .lower import lower
+    from .backend.emit_c import weight_values
+    from .backend.lower import lower
 
     policy = lower(tp)
     if params_path is None:
@@ -219,8 +219,8 @@ def _c_weights(tp, params_path: Optional[str]):
 
 def _compile_c(args: argparse.Namespace, tp) -> None:
     """`compile -o X.c`: X.c and X.h beside it."""
-    from .emit_c import emit_c
-    from .files import write_atomic
+    from .backend.emit_c import emit_c
+    from .util.files import write_atomic
 
     if args.output in (None, "-"):
         raise UsageError("polc: C output is two files (X.c and X.h): name the .c file with -o.")
@@ -242,7 +242,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                          "take params when they run.")
     program, _ = _load(args.file)
     tp = program.typed
-    from . import emit
+    from .backend import emit
 
     if emit_as == "c":
         _compile_c(args, tp)
@@ -259,7 +259,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(out)
     else:
-        from .files import write_atomic
+        from .util.files import write_atomic
 
         write_atomic(args.output, out)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -277,7 +277,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(out)
     else:
-        from .files import write_atomic
+        from .util.files import write_atomic
 
         write_atomic(args.output, out)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -286,7 +286,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def cmd_fmt(args: argparse.Namespace) -> int:
     from .fmt import format_program
-    from .parse import parse_program
+    from .frontend.parse import parse_program
 
     text = _read(args.file)
     formatted = format_program(parse_program(text, args.file))
@@ -297,7 +297,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         return 0
     if args.in_place:
         if formatted != text:
-            from .files import write_atomic
+            from .util.files import write_atomic
 
             write_atomic(args.file, formatted)
         return 0

@@ -13,8 +13,7 @@ import math
 import re
 from typing import Iterable, Optional, Sequence
 
-from .ast import Span
-from .diagnostics import Diagnostic
+from .messages import Diagnostic, Span
 
 
 def _err(code: str, phase: str, span: Optional[Span], message: str, hint: Optional[str] = None,

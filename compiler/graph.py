@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from . import typed as T
+from .check import typed as T
 
 # fill, stroke, edge colour per kind (Figure 2's palette)
 PALETTE = {

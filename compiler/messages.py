@@ -12,7 +12,24 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from .ast import Span
+from .frontend.record import record
+
+
+@record
+class Span:
+    """A region of one source file. Lines and columns are 1-based; the end is
+    exclusive in columns (`end_column` is one past the last character)."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def to(self, other: "Span") -> "Span":
+        """The span from the start of `self` to the end of `other`."""
+        return Span(self.file, self.line, self.column, other.end_line, other.end_column)
+
 
 _MAX_SHOWN = 120  # characters of one source line shown in an excerpt
 _RULE = "   " + "-" * 49

@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import polc
-    from polc import emit, graph
+    from polc.backend import emit
+    from polc import graph
 
     print(f"== polc check {os.path.relpath(args.file)}")
     try:

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from polc import transforms
+from polc.analysis import transforms
 
 INF = math.inf
 BOUNDS = [(-INF, INF), (0.0, INF), (-2.5, INF), (-INF, 0.0), (-INF, 3.0), (0.0, 1.0), (-1.0, 1.0), (10.0, 10.5)]

@@ -39,10 +39,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import errors, typed as T
+from .. import errors
+from ..check import typed as T
 from .abstract import CONST, Pass, run_cone, run_pass
-from .diagnostics import Diagnostic
-from .errors import fmt_num
+from ..messages import Diagnostic
+from ..errors import fmt_num
 from .intervals import Interval
 
 PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"

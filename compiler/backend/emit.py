@@ -20,9 +20,10 @@ import keyword
 import math
 from typing import Any, Mapping, Optional
 
-from . import priors, transforms, typed as T
-from .diagnostics import ice, source_lines
-from .typed import TypedProgram
+from ..check import priors, typed as T
+from ..analysis import transforms
+from ..messages import ice, source_lines
+from ..check.typed import TypedProgram
 
 # Names the generated module uses itself; a Pol name equal to one gets a trailing "_".
 _RESERVED = {"jax", "jnp", "params", "obs", "weights", "std", "key", "keys", "apply", "distribution",

@@ -36,9 +36,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import typed as T
-from .c_expr import HELPERS, Emitter, Names, comment_text, dims, indices, literal, sub
-from .typed import TypedProgram
+from ..check import typed as T
+from ._c_expr import HELPERS, Emitter, Names, comment_text, dims, indices, literal, sub
+from ..check.typed import TypedProgram
 
 @dataclass(frozen=True)
 class Weights:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from . import ast, errors, typed as T
-from .check_expr import MAX_ELEMENTS, const_names, fold
-from .errors import fmt_num
+from ..frontend import ast
+from .. import errors
+from . import typed as T
+from .expr import MAX_ELEMENTS, const_names, fold
+from ..errors import fmt_num
 
 
 class ConstChecker:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from . import ast, errors
-from .floats import positions
-from .errors import fmt_num
+from ..frontend import ast
+from .. import errors
+from ..util.floats import positions
+from ..errors import fmt_num
 from .typed import Type
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .check import _Checker
+    from .program import _Checker
 
 
 def _part_text(items) -> str:
@@ -34,7 +35,7 @@ def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi
                    ) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:
     """(lower bounds, upper bounds) of every element of observation `d`, flat in C order, or
     None after reporting an error in its `{...}` block."""
-    from .check_expr import _Poison
+    from .expr import _Poison
 
     shape = typ.shape
     size = 1

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
 
-from . import ast, errors, typed as T
-from .diagnostics import Diagnostic, ice
+from ..frontend import ast
+from .. import errors
+from . import typed as T
+from ..messages import Diagnostic, ice
 from .typed import BOOL, REAL, Type
 
 # The most elements any one value may have (an 84x84x3 image fits): beyond it the

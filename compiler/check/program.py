@@ -16,13 +16,15 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
 
-from . import ast, errors, priors, typed as T
-from .diagnostics import Diagnostic, PolError, ice, source_lines
-from .errors import fmt_num
+from ..frontend import ast
+from .. import errors
+from . import priors, typed as T
+from ..messages import Diagnostic, PolError, ice, source_lines
+from ..errors import fmt_num
 from .typed import BOOL, REAL, Type
-from .check_expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
-from .consts import ConstChecker
-from .elements import element_bounds
+from .expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
+from ._consts import ConstChecker
+from ._elements import element_bounds
 
 def _const_value(e: ast.Expr, consts: Optional[dict[str, float]] = None) -> Optional[Union[float, tuple]]:
     """A weight's initial value or a prior's argument: a number or a (nested) vector literal of

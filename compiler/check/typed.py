@@ -26,10 +26,10 @@ Broadcasting follows NumPy. Bools are never silently converted to reals.
 
 from __future__ import annotations
 
-from .record import record
+from ..frontend.record import record
 from typing import Optional, Union
 
-from .ast import Span
+from ..frontend.ast import Span
 
 REAL, BOOL = "real", "bool"
 

@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from polc.typed import TypedProgram
+from polc.check.typed import TypedProgram
 
 from .table import Table, TableError
 

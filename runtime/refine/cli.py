@@ -317,7 +317,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
 
 def _refine(args: argparse.Namespace, run: Any, task: Any, settings: Any, choice: Any, address: Any) -> int:
     """The run `run` (locked), refined until it ends; the command's exit code."""
-    from polc.files import write_error_text
+    from polc.util.files import write_error_text
 
     from ..envs.errors import MetricError
     from ..llm import LLMError

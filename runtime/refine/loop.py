@@ -347,7 +347,7 @@ class Loop:
         (`Settings.keep`, as `polc fit --keep`), evaluation and built-in diagnostics; the
         weights kept."""
         from polc import __version__
-        from polc.emit import sha256
+        from polc.backend.emit import sha256
 
         from ..io.params import params_sha256, save_params
 

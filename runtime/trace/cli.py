@@ -152,7 +152,7 @@ def _seeds(spec, n: int, start: Optional[int], evaluation: bool) -> tuple[list[i
 
 def cmd_rollout(args: argparse.Namespace) -> int:
     from polc import __version__
-    from polc.emit import sha256
+    from polc.backend.emit import sha256
 
     from ..io.params import params_sha256, structure_sha256
     from .rollout import TraceLayout, rollout
