@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from .frontend.record import record
+from .util.record import record
 
 
 @record

@@ -1,4 +1,4 @@
-"""`polc.frontend.record`: the syntax trees' records behave as `dataclass(frozen=True)` would.
+"""`polc.util.record`: the syntax trees' records behave as `dataclass(frozen=True)` would.
 
 Every record class of `polc.frontend.ast` and `polc.check.typed` is compared with a frozen dataclass
 twin of the same fields (made by `dataclasses.make_dataclass`): the same repr, equality
@@ -15,7 +15,7 @@ import pytest
 
 import polc.frontend.ast as A
 import polc.check.typed as T
-from polc.frontend.record import record
+from polc.util.record import record
 
 # `Span` lives in polc.messages (a message points at one); the ast re-exports it.
 RECORDS = [c for mod in (A, T) for c in vars(mod).values()

@@ -26,7 +26,7 @@ Broadcasting follows NumPy. Bools are never silently converted to reals.
 
 from __future__ import annotations
 
-from ..frontend.record import record
+from ..util.record import record
 from typing import Optional, Union
 
 from ..frontend.ast import Span

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from ..messages import Span
-from .record import record
+from ..util.record import record
 
 
 # ---- expressions -----------------------------------------------------------

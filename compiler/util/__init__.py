@@ -6,6 +6,7 @@ another package mapping in every install. Nothing here imports anything from `po
 (tests/test_import_order.py), so `polc.runtime` can use them without pulling in a
 compiler phase, and the compiler without importing the runtime.
 
+    record  `record`, a frozen dataclass cheaper to define (the syntax trees, `Span`)
     files   writing files atomically (`write_atomic`), and write errors as one sentence
     floats  small float64 arrays in plain Python (the interval analysis, without NumPy)
 """
