@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from polc.check.program import program as check_module
+from polc.check import program as check_module
 from polc.cli import main
 from polc.messages import ice
 

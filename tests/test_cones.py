@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from polc.analysis import counterexample as C
-from polc.check.program import typed as T
+from polc.check import typed as T
 from polc.analysis.abstract import run_cone, run_pass
 from polc.analysis.program import analyze_program
 from polc.check.program import check_program

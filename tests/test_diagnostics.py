@@ -14,7 +14,7 @@ import pytest
 
 import polc
 from polc.analysis import reference
-from polc.check.program import typed as T
+from polc.check import typed as T
 from polc.runtime.diagnostics import DiagnosticsError, Finding, Report, builtin_report
 
 TINY = """policy tiny "a small policy for diagnostics tests"

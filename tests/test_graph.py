@@ -12,7 +12,7 @@ import pytest
 
 import polc
 from polc import graph, layout
-from polc.check.program import typed as T
+from polc.check import typed as T
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from polc.analysis import intervals as I
-from polc.check.program import typed as T
+from polc.check import typed as T
 from polc.analysis.intervals import Interval
 from polc.analysis.reference import _BINARY, _BINARY_FUNCS, _REDUCE, _UNARY_FUNCS
 from tiers import examples

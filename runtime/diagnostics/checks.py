@@ -16,7 +16,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 import numpy as np
 
 from polc.analysis import reference
-from polc.check.program import typed as T
+from polc.check import typed as T
 from polc.check.typed import TypedProgram
 
 from .base import Finding, Params, Steps

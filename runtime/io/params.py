@@ -42,7 +42,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from polc.analysis import transforms
-from polc.check.program import typed as T
+from polc.check import typed as T
 from polc.check.typed import TypedProgram
 
 FORMAT = 1

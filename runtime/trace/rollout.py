@@ -37,7 +37,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from polc.check.program import typed as T
+from polc.check import typed as T
 from polc.messages import PolError
 from polc.check.typed import TypedProgram
 
