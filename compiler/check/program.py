@@ -19,7 +19,7 @@ from typing import Optional, Sequence, Union
 from ..frontend import ast
 from .. import errors
 from . import priors, typed as T
-from ..messages import Diagnostic, PolError, ice, source_lines
+from ..messages import Diagnostic, PolError, ice
 from ..errors import fmt_num
 from .typed import BOOL, REAL, Type
 from .expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
@@ -97,45 +97,11 @@ def _constraint_text(lo: float, hi: float) -> str:
     return "(none)"
 
 
-def _prior_suggestion(name: str, family: str, lo: float, hi: float) -> str:
-    """How to make a non-negative prior fit a weight whose constraint allows negative values."""
-    if hi <= 0:
-        return (f'"{name}" is never positive: give it `~ normal(mu, sigma)` (support: all reals), or declare '
-                f"`{name} : real >= 0` and subtract it where it is used.")
-    return (f"Declare `weight {name} : real >= 0` (and start above 0), or give it `~ normal(mu, sigma)`, "
-            "whose support is all reals.")
-
-
 class _Checker(ExprChecker, ConstChecker):
     def __init__(self, prog: ast.Program):
-        self.prog = prog
-        self.errors: list[Diagnostic] = []
-        self.warnings: list[Diagnostic] = []
-        self.decls: dict[str, ast.Decl] = {}
-        self.types: dict[str, Type] = {}  # resolved types of every declared value
-        self.kinds: dict[str, str] = {}
-        self.typed_nodes: dict[str, Union[T.Latent, T.Action]] = {}
-        self.poisoned: set[str] = set()
-        self._mlp_count: dict[str, int] = {}
-        self._current = ""
-        self._lines: Optional[list[str]] = None
+        super().__init__(prog)  # the shared tables (`_state.CheckerState`)
         self._reads: dict[str, set[str]] = {}
         self._descendants: dict[str, set[str]] = {}  # var -> the nodes computed from it (intents' W0110)
-        self.consts: dict[str, float] = {}  # every constant that folded, by name
-        self.const_used: set[str] = set()
-
-    # ---- helpers ---------------------------------------------------------------------
-
-    def text(self, span: ast.Span) -> str:
-        if self._lines is None:  # split once: intents quote their claims, hundreds in a big program
-            self._lines = source_lines(self.prog.text)
-        lines = self._lines
-        if span.line == span.end_line:
-            return lines[span.line - 1][span.column - 1: span.end_column - 1]
-        parts = [lines[span.line - 1][span.column - 1:]]
-        parts += lines[span.line: span.end_line - 1]
-        parts.append(lines[span.end_line - 1][: span.end_column - 1])
-        return " ".join(p.strip() for p in parts)
 
     # ---- declarations ------------------------------------------------------------------
 
@@ -267,10 +233,8 @@ class _Checker(ExprChecker, ConstChecker):
                 return None
             given[k.name] = k.value
         if len(p.args) > len(family.params) or len(given) != len(family.params):
-            n = len(family.params)
-            self.error(errors.wrong_arity(p.span, p.dist, f"{errors.plural(n, 'argument')}, `"
-                                          + ", ".join(family.params) + "`",
-                                          len(p.args) + len(p.kwargs), f"Write it like `~ {family.example}`."))
+            self.error(errors.wrong_arity(p.span, p.dist, errors.prior_arguments(family.params),
+                                          len(p.args) + len(p.kwargs), errors.write_it_like(family.example)))
             return None
         args = []
         for name in family.params:
@@ -288,12 +252,12 @@ class _Checker(ExprChecker, ConstChecker):
         outside = [x for x in init if not priors.in_support(p.dist, x)]
         if outside and hi > family.support_lo:
             self.error(errors.init_outside_prior(d.init.span, d.name, outside[0], p.dist, support,
-                                                 _prior_suggestion(d.name, p.dist, lo, hi)))
+                                                 errors.prior_suggestion(d.name, hi)))
             return None
         if not priors.covers(p.dist, lo):
             self.error(errors.prior_support(p.span, d.name, p.dist, support,
                                             "unconstrained" if lo == -math.inf and hi == math.inf
-                                            else "constrained " + _constraint_text(lo, hi), _prior_suggestion(d.name, p.dist, lo, hi)))
+                                            else "constrained " + _constraint_text(lo, hi), errors.prior_suggestion(d.name, hi)))
             return None
         return T.Prior(p.dist, tuple(args), p.span)
 
@@ -407,7 +371,7 @@ class _Checker(ExprChecker, ConstChecker):
         lo, hi = self.range_of(d.range, d.name, typ)
         if typ is None:
             raise _Poison()
-        self.need(x, REAL, f'The expression of action "{d.name}"')
+        self.need(x, REAL, errors.action_expression(d.name))
         if broadcast_shapes(x.type.shape, typ.shape) != typ.shape:
             self.fail(errors.declared_type_mismatch(d.expr.span, d.name, str(typ), str(x.type)))
         std = None
@@ -425,12 +389,10 @@ class _Checker(ExprChecker, ConstChecker):
         if len(given) != 1:
             self.fail(errors.wrong_arity(n.span, "normal", "one argument, `std = EXPR`", len(given)))
         std = self.expr(given[0])
-        self.need(std, REAL, f'The noise std of action "{d.name}"')
+        self.need(std, REAL, errors.noise_std_of(d.name))
         if broadcast_shapes(std.type.shape, typ.shape) != typ.shape:
-            want = "a scalar" if not typ.shape else f"of shape {errors.fmt_shape(typ.shape)} or broadcast to it"
-            self.fail(errors.type_mismatch(std.span, f'The noise std of action "{d.name}"', want, str(std.type),
-                                           "Give one std for the whole action, or one per element." if typ.shape else
-                                           "A scalar action has one std: index or reduce it, e.g. `x[0]` or `mean(x)`."))
+            self.fail(errors.type_mismatch(std.span, errors.noise_std_of(d.name), errors.std_shape(typ.shape),
+                                           str(std.type), errors.std_shape_hint(typ.shape)))
         return std
 
     # ---- intents ---------------------------------------------------------------------------------
@@ -443,7 +405,7 @@ class _Checker(ExprChecker, ConstChecker):
             self.error(errors.undefined_name(target.span, target.id, self.kinds, prefer=("latent", "action")))
             return None
         if kind not in ("latent", "action"):
-            self.error(errors.bad_expect_target(target.span, target.id, f"an {kind}" if kind == "obs" else f"a {kind}"))
+            self.error(errors.bad_expect_target(target.span, target.id, errors.a_kind(kind)))
             return None
         if target.id in self.poisoned or target.id not in self.typed_nodes:
             return None
