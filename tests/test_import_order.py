@@ -1,16 +1,16 @@
-"""The compiler's rooms import only forward, and never the runtime; every `polc` import resolves.
+"""The compiler's rooms import only forward; every `polc` import in the repository resolves.
 
-Read statically from the source (every `import` and `from ... import` statement, those
-inside functions too), so a lazy import cannot hide a backward edge. The order, as in
-compiler/__init__.py:
+Read statically from the source with test_layout.py's import graph (every import that can
+run, those inside functions and the lazy re-exports of a package's `__init__` included;
+importing `a.b.c` runs `a.b`'s `__init__` too). The order, as in compiler/__init__.py:
 
     util  ->  messages, errors  ->  frontend  ->  check  ->  analysis  ->  backend  ->  the rest
     (no polc)  (what every phase     (text to    (typed     (ranges,       (JAX, C)     (cli, fmt, graph,
                reports)              ast)        program)   directions)                 highlight, ...)
 
-A module may import its own room and earlier ones. The driver (`cli.py`) finds the
-runtime's commands by name with importlib when the runtime is installed; no import
-statement anywhere under compiler/ names `polc.runtime` or `polc.lsp`.
+A module may import its own room and earlier ones; `polc.grammar` is data the front end
+reads. test_layout.py checks that the compiler never imports the runtime (the driver, cli.py,
+finds the runtime's commands by name with importlib when it is installed).
 """
 
 from __future__ import annotations
@@ -23,135 +23,90 @@ from typing import Iterator, Optional
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = {"polc": ROOT / "compiler", "polc.runtime": ROOT / "runtime", "polc.lsp": ROOT / "lsp",
-            "polc.grammar": ROOT / "grammar"}
+from test_layout import MODULES, ROOT, _absolute, import_graph
+
+_graph = functools.lru_cache(maxsize=None)(import_graph)  # parsed once for this file's tests
+_BY_FILE = {file: (name, is_package) for name, (file, is_package) in MODULES.items()}
+
 ORDER = {"util": 0, "messages": 1, "errors": 1, "frontend": 2, "check": 3, "analysis": 4, "backend": 5}
 TOOLS = 6  # every other module of polc: the public API, the driver, the tools over the typed program
 
 
-@functools.lru_cache(maxsize=None)
-def _path_of(module: str) -> Optional[pathlib.Path]:
-    """The file of a `polc...` module (a package's __init__.py), or None if there is none."""
-    for prefix in sorted(PACKAGES, key=len, reverse=True):
-        if module == prefix or module.startswith(prefix + "."):
-            base = PACKAGES[prefix].joinpath(*module[len(prefix):].split(".")[1:])
-            for candidate in (base / "__init__.py", base.with_suffix(".py")):
-                if candidate.is_file():
-                    return candidate
-            return None
-    return None
-
-
-def _module_of(path: pathlib.Path) -> str:
-    for prefix, folder in sorted(PACKAGES.items(), key=lambda kv: len(str(kv[1])), reverse=True):
-        if path.is_relative_to(folder):
-            parts = list(path.relative_to(folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            return ".".join([prefix, *parts])
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts)  # tests/, benchmarks/, examples/
-
-
-def _imports(path: pathlib.Path) -> Iterator[tuple[int, str]]:
-    """(line, absolute module name) for every import in `path`, `from a import b` giving
-    `a.b` when b is a module of its own and `a` otherwise."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    yield from _imports_of(tree, path)
-
-
-def _imports_of(tree: ast.AST, path: pathlib.Path) -> Iterator[tuple[int, str]]:
-    package = _module_of(path) if path.name == "__init__.py" else _module_of(path).rpartition(".")[0]
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            for alias in node.names:
-                sub = f"{module}.{alias.name}"
-                yield node.lineno, sub if module.startswith("polc") and _path_of(sub) else module
-
-
-def _room(module: str) -> int:
+def _room(module: str) -> Optional[int]:
+    """The room of a compiler module (None outside the compiler)."""
     parts = module.split(".")
-    if parts[0] != "polc" or len(parts) == 1:
-        return TOOLS
-    return ORDER.get(parts[1], TOOLS)
+    if parts[0] != "polc" or (len(parts) > 1 and parts[1] in ("runtime", "lsp", "grammar")):
+        return None
+    return ORDER.get(parts[1], TOOLS) if len(parts) > 1 else TOOLS
 
 
-COMPILER = sorted((ROOT / "compiler").rglob("*.py"))
+def backward_edges(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a compiler module into a later room than its own."""
+    found = []
+    for module in sorted(graph):
+        mine = _room(module)
+        if mine is None:
+            continue
+        for target in sorted(graph[module]):
+            theirs = _room(target)
+            if theirs is not None and theirs > mine:
+                found.append(f"{module} imports {target} (room {theirs}, later than its own {mine})")
+    return found
 
 
 def test_the_rooms_are_where_the_order_says():
     rooms = {p.name for p in (ROOT / "compiler").iterdir() if p.is_dir() and not p.name.startswith("_")}
     assert rooms == {"frontend", "check", "analysis", "backend", "util"}
     for room in rooms:
-        assert (ROOT / "compiler" / room / "__init__.py").is_file(), room
+        assert ast.get_docstring(ast.parse((ROOT / "compiler" / room / "__init__.py").read_text())), room
 
 
-def _backward(path: pathlib.Path, tree: ast.AST) -> list[str]:
-    """The imports of the compiler module at `path` that go backward or into the runtime."""
-    me = _module_of(path)
-    mine = _room(me)
-    found = []
-    for line, module in _imports_of(tree, path):
-        if module.startswith(("polc.runtime", "polc.lsp")):
-            found.append(f"{me}, line {line}: {module} (the compiler never imports the runtime or lsp)")
-        elif module.startswith("polc.grammar"):
-            continue  # the grammar's tables and text: data the front end reads
-        elif module.startswith("polc") and _room(module) > mine:
-            found.append(f"{me}, line {line}: {module} (room {_room(module)}, later than {me}'s {mine})")
-    return found
-
-
-def test_compiler_imports_only_forward_and_never_the_runtime():
-    backward = [b for path in COMPILER for b in _backward(path, ast.parse(path.read_text(encoding="utf-8")))]
+def test_compiler_rooms_import_only_forward():
+    backward = backward_edges(_graph())
     assert not backward, "imports against the order:\n" + "\n".join(backward)
 
 
 def test_util_imports_nothing_of_polc_but_util():
-    for path in sorted((ROOT / "compiler" / "util").rglob("*.py")):
-        outside = [m for _, m in _imports(path) if m.startswith("polc") and not m.startswith("polc.util")]
-        assert not outside, f"{path.name} imports {outside}"
+    graph = _graph()
+    outside = {m: sorted(t for t in graph[m] if t.startswith("polc") and not t.startswith("polc.util"))
+               for m in graph if m.startswith("polc.util")}
+    assert not {m: t for m, t in outside.items() if t}
 
 
-def _repo_python() -> list[pathlib.Path]:
-    folders = ["compiler", "runtime", "lsp", "grammar", "tests", "benchmarks", "examples"]
-    return sorted(p for f in folders for p in (ROOT / f).rglob("*.py"))
+def test_a_backward_import_is_caught():
+    # The checker itself: a front-end module importing the back end (a lazy import in a
+    # function counts as much as one at the top).
+    graph = {"polc.frontend.parse": {"polc.backend.lower", "polc.errors"}, "polc.backend.lower": {"polc.check.typed"},
+             "polc.check.typed": {"polc.frontend.ast"}}
+    assert backward_edges(graph) == ["polc.frontend.parse imports polc.backend.lower (room 5, later than its own 2)"]
 
+
+# ---- every polc import resolves ----------------------------------------------------------
 
 # An import statement at the start of a line (parenthesised names may run over lines): the
 # repository-wide check parses only these, not whole files (a tenth of the time).
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)|import[ \t]+polc[^\n]*)", re.M)
 
 
-def _statements(path: pathlib.Path) -> ast.Module:
-    text = path.read_text(encoding="utf-8")
-    body = []
+def _statements(text: str) -> Iterator[ast.stmt]:
+    line, at = 1, 0
     for m in _IMPORT.finditer(text):
+        line, at = line + text.count("\n", at, m.start()), m.start()
+        statement = m.group(0).strip()
         try:
-            stmt = ast.parse(m.group(0).strip().split("#")[0] if "(" not in m.group(0) else m.group(0).strip()).body
+            body = ast.parse(statement if "(" in statement else statement.split("#")[0]).body
         except SyntaxError:  # an import-looking line inside a string
             continue
-        for node in stmt:
-            ast.increment_lineno(node, text.count("\n", 0, m.start()))
-            body.append(node)
-    return ast.Module(body=body, type_ignores=[])
+        for node in body:
+            node.lineno = line  # only the statement's first line is reported
+            yield node
 
 
 @functools.lru_cache(maxsize=None)
 def _names(module: str) -> frozenset:
     """The names a module binds at its top level (defined, assigned, imported, or named
     for lazy_loader's `attach`)."""
-    tree = ast.parse(_path_of(module).read_text(encoding="utf-8"))
+    tree = ast.parse(MODULES[module][0].read_text(encoding="utf-8"))
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -165,41 +120,44 @@ def _names(module: str) -> frozenset:
     return frozenset(names)
 
 
+def _module_of(path: pathlib.Path) -> tuple[str, bool]:
+    if path in _BY_FILE:
+        return _BY_FILE[path]
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts), False  # tests/, benchmarks/, examples/
+
+
+def unresolved(path: pathlib.Path, text: str) -> list[str]:
+    """`file:line: module` for each polc import in `text` that names a module or a name not there."""
+    module, is_package = _module_of(path)
+    where = path.relative_to(ROOT)
+    missing = []
+    for node in _statements(text):
+        if isinstance(node, ast.Import):
+            missing += [f"{where}:{node.lineno}: {a.name}" for a in node.names
+                        if a.name.startswith("polc") and a.name not in MODULES]
+            continue
+        base = _absolute(module, is_package, node.level, node.module)
+        if not base.startswith("polc"):
+            continue
+        if base not in MODULES:
+            missing.append(f"{where}:{node.lineno}: {base}")
+            continue
+        missing += [f"{where}:{node.lineno}: {base}.{a.name}" for a in node.names
+                    if f"{base}.{a.name}" not in MODULES and a.name not in _names(base)]
+    return missing
+
+
 def test_every_polc_import_in_the_repository_resolves():
     # After modules move (as they did into the rooms), an import of an old path fails here,
     # statically, before any test that would import it: `polc.typed` is `polc.check.typed` now.
-    missing = []
-    for path in _repo_python():
-        tree = _statements(path)
-        for line, module in _imports_of(tree, path):
-            if (module == "polc" or module.startswith("polc.")) and _path_of(module) is None:
-                missing.append(f"{path.relative_to(ROOT)}:{line}: {module}")
-        for node in tree.body:  # `from polc import typed`: a module that is not there, nor a name
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("polc"):
-                if _path_of(node.module) is not None:
-                    missing += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}" for a in node.names
-                                if not _path_of(f"{node.module}.{a.name}") and a.name not in _names(node.module)]
-    assert not missing, "imports of modules that do not exist:\n" + "\n".join(missing)
+    folders = ["compiler", "runtime", "lsp", "grammar", "tests", "benchmarks", "examples"]
+    missing = [m for f in folders for p in sorted((ROOT / f).rglob("*.py"))
+               for m in unresolved(p, p.read_text(encoding="utf-8"))]
+    assert not missing, "imports of modules or names that do not exist:\n" + "\n".join(missing)
 
 
-def test_a_backward_import_is_caught():
-    # The checker itself: a front-end module importing the back end, or any module the runtime.
-    parse = ROOT / "compiler" / "frontend" / "parse.py"
-    tree = ast.parse("def f():\n    from ..backend import lower\n    import polc.runtime.envs\n")
-    assert _backward(parse, tree) == [
-        "polc.frontend.parse, line 2: polc.backend.lower (room 5, later than polc.frontend.parse's 2)",
-        "polc.frontend.parse, line 3: polc.runtime.envs (the compiler never imports the runtime or lsp)"]
-
-
-def test_an_old_path_is_caught(tmp_path, monkeypatch):
-    old = ROOT / "tests" / "test_old_paths_example.py"
-    monkeypatch.setattr(pathlib.Path, "read_text", lambda self, encoding=None: (
-        "from polc import typed as T\nfrom polc.lower import lower\n" if self == old else _read(self)))
-    monkeypatch.setattr(__import__(__name__), "_repo_python", lambda: [old])
-    with pytest.raises(AssertionError) as e:
-        test_every_polc_import_in_the_repository_resolves()
-    assert "tests/test_old_paths_example.py:1: polc.typed" in str(e.value)
-    assert "tests/test_old_paths_example.py:2: polc.lower" in str(e.value)
-
-
-_read = pathlib.Path.read_text
+def test_an_old_path_is_caught():
+    text = "from polc import typed as T\nfrom polc.lower import lower\nfrom polc.check import typed, nothing\n"
+    assert unresolved(ROOT / "tests" / "test_example.py", text) == [
+        "tests/test_example.py:1: polc.typed", "tests/test_example.py:2: polc.lower",
+        "tests/test_example.py:3: polc.check.nothing"]
