@@ -1,4 +1,7 @@
-"""Diagnostics: what polc tells a person (or an LLM) about their program.
+"""Compiler messages: what polc tells a person (or an LLM) about their program.
+
+(`polc.runtime.diagnostics` is something else: the checks `polc analyze` runs over a trace.)
+A `Span` is where a message points in the source.
 
 A `Diagnostic` is plain data; `render` lays it out the way stanc3 does
 (heading with file, line and columns; numbered source lines with carets; one
