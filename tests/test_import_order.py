@@ -161,3 +161,20 @@ def test_an_old_path_is_caught():
     assert unresolved(ROOT / "tests" / "test_example.py", text) == [
         "tests/test_example.py:1: polc.typed", "tests/test_example.py:2: polc.lower",
         "tests/test_example.py:3: polc.check.nothing"]
+
+
+def _lazy_exports(module: str) -> set[str]:
+    """The names a package's `lazy.attach(..., submod_attrs={module: [names]})` exports."""
+    tree = ast.parse(MODULES[module][0].read_text(encoding="utf-8"))
+    return {c.value for d in ast.walk(tree) if isinstance(d, ast.Dict)
+            for v in d.values for c in ast.walk(v) if isinstance(c, ast.Constant)}
+
+
+def test_no_room_re_exports_a_name_its_modules_have():
+    # `from . import lower` in the back end must give the module, not a lazily exported
+    # function of the same name (it did once: emit's guards broke).
+    for room in ORDER:
+        if room in ("messages", "errors"):
+            continue
+        clash = {n for n in _lazy_exports(f"polc.{room}") if f"polc.{room}.{n}" in MODULES}
+        assert not clash, f"polc.{room} exports {sorted(clash)}, which are also its modules"
