@@ -176,3 +176,6 @@ class InternalCompilerError(Exception):
 
 def ice(what: str) -> InternalCompilerError:
     return InternalCompilerError(what)
+
+
+__all__ = ["Diagnostic", "InternalCompilerError", "PolError", "Span", "dumps", "ice", "render", "render_all", "source_lines", "to_json"]

@@ -105,12 +105,14 @@ def _statements(text: str) -> Iterator[ast.stmt]:
 @functools.lru_cache(maxsize=None)
 def _names(module: str) -> frozenset:
     """The names a module binds at its top level (defined, assigned, imported, or named
-    for lazy_loader's `attach`)."""
+    for lazy_loader's `attach` or a module `__getattr__`)."""
     tree = ast.parse(MODULES[module][0].read_text(encoding="utf-8"))
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
+            if node.name == "__getattr__":  # a module's lazy names (PEP 562): the strings it answers to
+                names.update(c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -178,3 +180,15 @@ def test_no_room_re_exports_a_name_its_modules_have():
             continue
         clash = {n for n in _lazy_exports(f"polc.{room}") if f"polc.{room}.{n}" in MODULES}
         assert not clash, f"polc.{room} exports {sorted(clash)}, which are also its modules"
+
+
+def test_every_compiler_all_names_what_its_module_binds():
+    for module, (path, _) in MODULES.items():
+        if _room(module) is None:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets) \
+                    and isinstance(node.value, ast.List):
+                listed = {c.value for c in node.value.elts if isinstance(c, ast.Constant)}
+                assert listed <= _names(module), f"{module}.__all__ names {sorted(listed - _names(module))}"

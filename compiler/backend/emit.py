@@ -542,3 +542,6 @@ def _mlps(tp: TypedProgram) -> list[T.Mlp]:
         if a.std is not None:
             found.update({m.key: m for m in T.mlps_in(a.std)})
     return [found[k] for k in sorted(found)]
+
+
+__all__ = ["emit_hlo", "emit_json", "emit_python", "sha256"]

@@ -263,3 +263,6 @@ def _batch(p: str, P: str, obs_t: str, act_t: str, lat_t: str, w_t: str, obs_fla
         "    }",
         "}",
     ]
+
+
+__all__ = ["CSource", "Weights", "emit_c", "weight_values"]

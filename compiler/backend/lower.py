@@ -414,3 +414,6 @@ def lower(tp: TypedProgram, grouped: bool = True) -> CompiledPolicy:
         unconstrain=unconstrain,
         program=tp,
     )
+
+
+__all__ = ["Arrays", "CompiledPolicy", "Params", "TransformGroup", "lower", "transform_groups"]

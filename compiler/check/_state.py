@@ -52,3 +52,6 @@ class CheckerState:
         parts += lines[span.line: span.end_line - 1]
         parts.append(lines[span.end_line - 1][: span.end_column - 1])
         return " ".join(p.strip() for p in parts)
+
+
+__all__ = ["CheckerState"]

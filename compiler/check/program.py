@@ -547,3 +547,6 @@ def check_program(prog: ast.Program) -> tuple[T.TypedProgram, list[Diagnostic]]:
     checker = _Checker(prog)
     tp = checker.run()
     return tp, sorted(checker.warnings, key=_position)
+
+
+__all__ = ["check_program"]
