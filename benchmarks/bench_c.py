@@ -50,8 +50,8 @@ import numpy as np  # noqa: E402
 
 import bench_torch  # noqa: E402  (its torch worker; torch is imported only in that process)
 import polc  # noqa: E402
-from polc.emit_c import emit_c, weight_values  # noqa: E402
-from polc.lower import lower  # noqa: E402
+from polc.backend.emit_c import emit_c, weight_values  # noqa: E402
+from polc.backend.lower import lower  # noqa: E402
 from polc.runtime.io.c_policy import CFLAGS, CPolicy, c_compiler, sizes  # noqa: E402
 
 HARNESS = r'''#include <string.h>

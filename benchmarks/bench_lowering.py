@@ -10,7 +10,7 @@ timed interleaved; the table gives the ratio compiled / hand (target <= 1.05),
 the median over repetitions of the ratio of the two times taken back to back in
 that repetition. A third candidate, the compiled policy with one constraint
 transform per weight (`lower(tp, grouped=False)`), gives the gain of grouping
-them (`polc.lower.TransformGroup`). XLA runs single-threaded (XLA_FLAGS set below, before jax is
+them (`polc.backend.lower.TransformGroup`). XLA runs single-threaded (XLA_FLAGS set below, before jax is
 imported) and the process is pinned to one core, the same setting as the
 PyTorch comparison (see common.pin_to_one_core for why).
 """
@@ -39,9 +39,9 @@ TARGET = 1.05
 def load_policy(grouped: bool = True):
     """The compiled policy and its initial params. (Analysis is skipped: it
     changes nothing in the lowered function.) `grouped=False`: one constraint
-    transform per weight (`polc.lower.TransformGroup`)."""
+    transform per weight (`polc.backend.lower.TransformGroup`)."""
     import polc
-    from polc.lower import lower
+    from polc.backend.lower import lower
 
     policy = lower(polc.load(str(common.CAR_RACING), analyze=False).typed, grouped=grouped)
     return policy, policy.init(jax.random.PRNGKey(0))

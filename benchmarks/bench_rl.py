@@ -140,7 +140,7 @@ def worker(args) -> int:
     import matplotlib.figure  # noqa: F401
     marks: list[tuple[float, float]] = []
     if args.per_weight:  # the weight transforms of the old trees, for the identity check
-        from polc.lower import lower
+        from polc.backend.lower import lower
 
         policy = lower(polc.load(str(POLICY)).typed, grouped=False)
     else:

@@ -197,7 +197,7 @@ def against_worker(args) -> int:
     from polc.runtime.trace.vector import default_n_envs
 
     if args.per_weight:  # the weight transforms of the old trees, for the identity check
-        from polc.lower import lower
+        from polc.backend.lower import lower
 
         policy = lower(polc.load(str(common.CAR_RACING)).typed, grouped=False)
     else:

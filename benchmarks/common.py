@@ -127,7 +127,7 @@ def car_weights() -> dict[str, tuple[float, float, float]]:
 
 def unconstrained_init() -> dict[str, float]:
     """name -> the weight's initial UNCONSTRAINED value (Stan transforms, numpy)."""
-    from polc import transforms
+    from polc.analysis import transforms
 
     return {n: float(transforms.unconstrain(np.float64(v), lo, hi, np)) for n, (lo, hi, v) in car_weights().items()}
 

@@ -5,21 +5,31 @@
     params = policy.init(jax.random.PRNGKey(0))
     actions, latents = policy.apply(params, obs)
 
-Phases, each a module, imports only going forward:
-    parse -> check -> analyze -> lower (and emit, fmt, graph as back ends).
+Phases in order, each a room (a subpackage) importing only itself and earlier rooms
+(tests/test_import_order.py reads every import to check it):
 
-The modules by phase (stanc3 keeps these as folders; at 35 modules, none over 600
-lines, one flat package with the phase in the entry module's name reads as well
-and keeps the names users import short, `polc.typed`, `polc.intervals`):
-    front end   ast, parse (with lalr, the LALR driver over grammar/pol_tables.py), syntax_errors, check,
-                check_expr, consts, elements, typed, errors; record (the frozen dataclass of ast and typed)
-    analysis    analyze (the entry), abstract, intervals (with element_rules, one element's
-                ranges, and floats, small arrays in plain Python), fixpoint (the states' proved
-                ranges), directions, rational, deps, counterexample
-    back end    lower, emit, emit_c (C99, with c_expr), reference (the NumPy interpreter lower is tested against), transforms
-    tools       fmt, graph (with layout, its box placement); diagnostics (rendering), files, cli (the driver)
-Nothing here imports the runtime, and nothing `polc check` needs imports jax or numpy
-(numpy is for the back ends and the counterexample search).
+    util/      helpers with no Pol knowledge, the runtime's too: `files` (write_atomic),
+               `record`, `floats`. Imports nothing of polc, so both sides can share it.
+    messages   `Span`, `Diagnostic`, `PolError` and their stanc3-style rendering; `errors`
+               has one constructor per message kind and every phrase a message is built
+               from. Every phase reports through these two, so they come before all phases.
+    frontend/  text -> untyped ast: `parse` (with `lalr`, the driver of grammar/pol_tables.py),
+               `syntax_errors`, `ast`. Its own room: nothing in it knows what a name means.
+    check/     untyped ast -> `typed` program + warnings: `program` (the entry), `expr`,
+               `_consts`, `_elements`, `priors`, over the shared tables of `_state`.
+               Separate from analysis because a program must check before it is analysed.
+    analysis/  what the typed program computes without running it: `program` (the entry:
+               `analyze_program`), `intervals`, `element_rules`, `abstract`, `deps`, `echo`,
+               `counterexample` with the NumPy `reference` interpreter and the constraint
+               `transforms`, `fixpoint` (the proved ranges of states, by widening). One room because its parts feed each other, none the checker.
+    backend/   typed program -> something that runs: `lower` (JAX), `emit` (Python, HLO,
+               JSON), `emit_c` (C99). Last: only it needs jax.
+    the rest   the public API here, `cli` (the driver), and tools over any earlier room:
+               `fmt`, `graph` (with `layout`), `highlight` (Pygments), `watch`, `text` (a
+               claim as text; numbers and ranges are `util/text`, which every room uses).
+Modules with a leading underscore are their room's own; each room's `__init__` names its
+entry point. Nothing here imports the runtime, and nothing `polc check` needs imports jax
+or numpy (numpy is for the back ends and the counterexample search).
 """
 
 from __future__ import annotations
@@ -27,12 +37,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from .diagnostics import Diagnostic, InternalCompilerError, PolError, render, render_all
-from .typed import TypedProgram
+from .messages import Diagnostic, InternalCompilerError, PolError, render, render_all
+from .check.typed import TypedProgram
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyze import Analysis
-    from .lower import CompiledPolicy
+    from .analysis.program import Analysis
+    from .backend.lower import CompiledPolicy
 
 __version__ = "0.1.0"
 
@@ -58,20 +68,20 @@ class Program:
 
     def compile(self) -> "CompiledPolicy":
         """Lower to JAX: a `CompiledPolicy` of pure, jittable functions."""
-        from .lower import lower
+        from .backend.lower import lower
 
         return lower(self.typed)
 
 
 def loads(text: str, file: str = "<string>", analyze: bool = True) -> Program:
     """Parse and check Pol source text. Raises `PolError` carrying every error."""
-    from .check import check_program
-    from .parse import parse_program
+    from .check.program import check_program
+    from .frontend.parse import parse_program
 
     typed, warnings = check_program(parse_program(text, file))
     analysis = None
     if analyze:
-        from .analyze import analyze_program
+        from .analysis.program import analyze_program
 
         analysis = analyze_program(typed)
         warnings = warnings + [d for d in analysis.diagnostics if not d.is_error]

@@ -18,6 +18,9 @@ The CLI is the driver, not a compiler phase: commands of the runtime
 (`polc fit`, `polc rollout`, ...) are looked up by name in
 `polc.runtime.commands` when that module exists, so the compiler's phases
 never import the runtime.
+
+For other parts (the runtime's commands): `load_file(path)` reads and checks a file as
+these commands do, and `UsageError` is the exit-code-2 error.
 """
 
 from __future__ import annotations
@@ -27,20 +30,14 @@ import importlib
 import os
 import re
 import sys
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from .ast import Span
-from .diagnostics import Diagnostic, InternalCompilerError, PolError, dumps, render_all
-from .files import write_error_text
+from .frontend.ast import Span
+from .messages import Diagnostic, InternalCompilerError, PolError, dumps, render_all
+from .util.files import write_error_text
 
-
-def __getattr__(name: str):
-    # `from polc.cli import write_atomic` keeps working; `polc check` does not import tempfile for it.
-    if name == "write_atomic":
-        from .files import write_atomic
-
-        return write_atomic
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:  # pragma: no cover
+    from . import Program
 
 
 class UsageError(Exception):
@@ -69,8 +66,13 @@ def _emit_diagnostics(diags: Sequence[Diagnostic], text: str, fmt: str, out=None
         print(render_all(diags, text), file=out)
 
 
-def _load(path: str, analyze: bool = True):
-    """(program, text) or raise PolError."""
+def load_file(path: str, analyze: bool = True) -> tuple["Program", str]:
+    """Read and check the `.pol` file at `path` as a command does: `(program, its text)`.
+
+    Raises `UsageError` (a command's exit code 2, one sentence naming `path`) when the
+    file cannot be read or is not UTF-8, and `PolError` carrying every diagnostic when
+    the program has errors; the text is returned so a caller can render them. The
+    runtime's commands load their policies through this (`polc.runtime.cli.load_program`)."""
     from . import loads
 
     text = _read(path)
@@ -199,8 +201,8 @@ def _c_weights(tp, params_path: Optional[str]):
     values (mlps as `init(PRNGKey(0))` draws them)."""
     import jax
 
-    from .emit_c import weight_values
-    from .lower import lower
+    from .backend.emit_c import weight_values
+    from .backend.lower import lower
 
     policy = lower(tp)
     if params_path is None:
@@ -221,8 +223,8 @@ def _c_weights(tp, params_path: Optional[str]):
 
 def _compile_c(args: argparse.Namespace, tp) -> None:
     """`compile -o X.c`: X.c and X.h beside it."""
-    from .emit_c import emit_c
-    from .files import write_atomic
+    from .backend.emit_c import emit_c
+    from .util.files import write_atomic
 
     if args.output in (None, "-"):
         raise UsageError("polc: C output is two files (X.c and X.h): name the .c file with -o.")
@@ -242,9 +244,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.params is not None and emit_as != "c":
         raise UsageError("polc: --params bakes weights into C output only (-o X.c); the other formats "
                          "take params when they run.")
-    program, _ = _load(args.file)
+    program, _ = load_file(args.file)
     tp = program.typed
-    from . import emit
+    from .backend import emit
 
     if emit_as == "c":
         _compile_c(args, tp)
@@ -261,7 +263,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(out)
     else:
-        from .files import write_atomic
+        from .util.files import write_atomic
 
         write_atomic(args.output, out)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -272,14 +274,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     fmt = output_format(args.output, args.format, GRAPH_EXTENSIONS, "svg", "--format")
-    program, _ = _load(args.file, analyze=False)
+    program, _ = load_file(args.file, analyze=False)
     from . import graph
 
     out = graph.to_dot(program.typed) if fmt == "dot" else graph.to_svg(program.typed)
     if args.output in (None, "-"):
         sys.stdout.write(out)
     else:
-        from .files import write_atomic
+        from .util.files import write_atomic
 
         write_atomic(args.output, out)
         print(f"wrote {args.output}", file=sys.stderr)
@@ -288,7 +290,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def cmd_fmt(args: argparse.Namespace) -> int:
     from .fmt import format_program
-    from .parse import parse_program
+    from .frontend.parse import parse_program
 
     text = _read(args.file)
     formatted = format_program(parse_program(text, args.file))
@@ -299,7 +301,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         return 0
     if args.in_place:
         if formatted != text:
-            from .files import write_atomic
+            from .util.files import write_atomic
 
             write_atomic(args.file, formatted)
         return 0

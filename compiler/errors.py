@@ -13,9 +13,8 @@ import math
 import re
 from typing import Iterable, Optional, Sequence
 
-from .ast import Span
-from .diagnostics import Diagnostic
-from .text import number as fmt_num  # the messages' numbers; polc.text is their one home
+from .messages import Diagnostic, Span
+from .util.text import constraint, interval, number as fmt_num  # polc.util.text: the one home of numbers, ranges
 
 
 def _err(code: str, phase: str, span: Optional[Span], message: str, hint: Optional[str] = None,
@@ -436,6 +435,150 @@ def too_large(span: Span, shape: tuple[int, ...], limit: int) -> Diagnostic:
                 "of the operands being broadcast together.")
 
 
+# ---- the phrases checking messages are built from ------------------------------
+# The checker names the value a message is about with these (`type_mismatch`'s `what`,
+# `bad_const`'s `why`, a keyword's expected value), so that no message text is
+# written in check/: one place to read, and to change, every sentence polc says.
+
+
+def operand_of(op: str, side: Optional[str] = None) -> str:
+    """`The operand of unary `-`` (side None), `The left operand of `and`` (side "left"/"right")."""
+    return f"The operand of unary `{op}`" if side is None else f"The {side} operand of `{op}`"
+
+
+def argument_of(func: str, i: Optional[int] = None) -> str:
+    """`The argument of `abs`` (the only one), `Argument 2 of `clip`` (i counts from 0)."""
+    return f"The argument of `{func}`" if i is None else f"Argument {i + 1} of `{func}`"
+
+
+def mlp_input(i: int) -> str:
+    return f"Input {i + 1} of `mlp`"
+
+
+def condition_of(what: str) -> str:
+    return f"The condition of `{what}`"
+
+
+def branches_of(what: str) -> str:
+    return f"Both branches of `{what}`"
+
+
+def like_the_first(base: str) -> str:
+    return f"{base} like the first"
+
+
+def action_expression(name: str) -> str:
+    return f'The expression of action "{name}"'
+
+
+def noise_std_of(name: str) -> str:
+    return f'The noise std of action "{name}"'
+
+
+def std_shape(shape: tuple[int, ...]) -> str:
+    """What an action noise's std must be for an action of `shape`."""
+    return "a scalar" if not shape else f"of shape {fmt_shape(shape)} or broadcast to it"
+
+
+def std_shape_hint(shape: tuple[int, ...]) -> str:
+    return ("Give one std for the whole action, or one per element." if shape else
+            "A scalar action has one std: index or reduce it, e.g. `x[0]` or `mean(x)`.")
+
+
+NOT_HINT = "Compare first, e.g. `not (x > 0)`."
+AND_OR_HINT = "Compare first, e.g. `x > 0 and y > 0`."
+BOOL_TO_REAL_HINT = "Turn a condition into a number with `if c then 1 else 0`."
+CONST_READS_HINT = ("A constant is known before any evaluation; make it a `latent` to "
+                    "compute it from observations or weights.")
+NOT_FINITE_HINT = "Check for a division by zero or an overflow."
+
+
+def comparison_hint(example: str) -> str:
+    return f"Write a comparison, e.g. `{example} > 0`."
+
+
+def value_dimensions(ndim: int) -> str:
+    return f"This value has {ndim} dimensions"
+
+
+def dimensions(n: int) -> str:
+    return f"{n} dimensions"
+
+
+def layer_sizes(most: int) -> str:
+    return f"a list of layer sizes from 1 to {most}, like [64, 64]"
+
+
+def integer_from_1(most: int) -> str:
+    return f"an integer from 1 to {most}"
+
+
+def one_of(names: Iterable[str]) -> str:
+    """`` `tanh` or `relu` ``: the values a keyword takes."""
+    return " or ".join(f"`{a}`" for a in names)
+
+
+def const_reads(name: str, kind: str) -> str:
+    """Why a `const` cannot read `name`, a value of `kind`."""
+    return f'reads "{name}", {KIND_WORDS[kind]}'
+
+
+def not_finite(v: float) -> str:
+    return f"is not a finite number (it is {fmt_num(v)})"
+
+
+def not_a_constant(kind: str) -> str:
+    return f"is {KIND_WORDS[kind]}, not a constant"
+
+
+def not_whole(v: float) -> str:
+    return f"is {fmt_num(v)}, not a whole number"
+
+
+def quoted(name: str) -> str:
+    return f'"{name}"'
+
+
+def a_kind(kind: str) -> str:
+    """`an obs`, `a weight`: a kind with its article, as `bad_expect_target` names it."""
+    return f"an {kind}" if kind == "obs" else f"a {kind}"
+
+
+def interval_text(lo: float, hi: float) -> str:
+    return f"[{fmt_num(lo)}, {fmt_num(hi)}]"
+
+
+def part_index(items) -> str:
+    """`[0, 2:4]`: the indices of an observation's part, an int or a (start, stop) pair each."""
+    return "[" + ", ".join(str(i) if isinstance(i, int) else f"{i[0]}:{i[1]}" for i in items) + "]"
+
+
+def part_named(index: str) -> str:
+    return f"part {index}"
+
+
+def the_part(index: str) -> str:
+    return f"The part {index}"
+
+
+def prior_arguments(params: Sequence[str]) -> str:
+    """`2 arguments, `mu, sigma``: what a prior family takes."""
+    return f"{plural(len(params), 'argument')}, `" + ", ".join(params) + "`"
+
+
+def write_it_like(example: str) -> str:
+    return f"Write it like `~ {example}`."
+
+
+def prior_suggestion(name: str, hi: float) -> str:
+    """How to make a non-negative prior fit a weight whose constraint allows negative values."""
+    if hi <= 0:
+        return (f'"{name}" is never positive: give it `~ normal(mu, sigma)` (support: all reals), or declare '
+                f"`{name} : real >= 0` and subtract it where it is used.")
+    return (f"Declare `weight {name} : real >= 0` (and start above 0), or give it `~ normal(mu, sigma)`, "
+            "whose support is all reals.")
+
+
 # ---- E03xx: constants, ranges, weights ---------------------------------------------
 
 
@@ -485,6 +628,24 @@ def state_init_invalid(span: Span, name: str, problem: str, hint: str) -> Diagno
     """A constant initial value of a state that does not fit it: not finite, outside the range, of
     another shape or type (`problem` says which, one clause)."""
     return _err("E0317", "Semantic", span, f'The initial value of state "{name}" {problem}.', hint)
+
+
+def state_init_shape_phrase(shape: tuple, declared: tuple) -> tuple[str, str]:
+    """`state_init_invalid`'s problem and hint for an initial value of another shape."""
+    return (f"has shape {fmt_shape(shape)}, but the state is declared {fmt_shape(declared)}",
+            "Give one value (used for every element) or a literal of the declared shape.")
+
+
+def state_init_not_finite_phrase() -> tuple[str, str]:
+    """`state_init_invalid`'s problem and hint for a NaN or infinite initial value."""
+    return "must be finite", "Write a finite number; every episode starts from it."
+
+
+def state_init_outside_phrase(x: float, lo: float, hi: float) -> tuple[str, str]:
+    """`state_init_invalid`'s problem and hint for an initial value outside the state's range."""
+    where = interval(lo, hi) if lo > -math.inf and hi < math.inf else constraint(lo, hi)
+    return (f"is {fmt_num(x)}, outside its declared range {where}",
+            f"Start inside the range, e.g. `= {fmt_num(min(max(x, lo), hi))}`.")
 
 
 def state_update_type(span: Span, name: str, declared: str, found: str) -> Diagnostic:

@@ -65,8 +65,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from . import ast
-from .diagnostics import ice
+from .frontend import ast
+from .messages import ice
 from .text import claim
 
 WIDTH = 100
@@ -458,7 +458,7 @@ def format_program(prog: ast.Program) -> str:
 
 def format_text(text: str, file: str = "<string>") -> str:
     """Parse and format Pol source text (raises `PolError` on a syntax error)."""
-    from .parse import parse_program
+    from .frontend.parse import parse_program
 
     return format_program(parse_program(text, file))
 

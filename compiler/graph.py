@@ -35,8 +35,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from . import typed as T
-from .text import bounds
+from .check import typed as T
+from .util.text import bounds
 
 # fill, stroke, edge colour per kind (Figure 2's palette)
 PALETTE = {

@@ -16,7 +16,7 @@ from pygments.lexer import RegexLexer, bygroups, words
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String, Text,
                             Whitespace)
 
-from .check_expr import FUNCTIONS
+from .check.expr import FUNCTIONS
 
 _NAME = r"[A-Za-z_][A-Za-z_0-9]*"
 

@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import polc
-    from polc import emit, graph
+    from polc.backend import emit
+    from polc import graph
 
     print(f"== polc check {os.path.relpath(args.file)}")
     try:
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
         os.path.join(args.out, f"{stem}.svg"): graph.to_svg(tp),
         os.path.join(args.out, f"{stem}_policy.py"): emit.emit_python(tp),
     }
-    from polc.cli import write_atomic
+    from polc.util.files import write_atomic
 
     for path, text in paths.items():
         write_atomic(path, text)

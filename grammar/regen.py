@@ -4,19 +4,19 @@
     .venv/bin/python -m polc.grammar.regen --check   # exit 1 if it is stale
 
 `pol.lark` stays the one source of the syntax. lark builds its LALR parser from it
-here, at build time, with the options `polc.parse` gives lark's full parser, and
+here, at build time, with the options `polc.frontend.parse` gives lark's full parser, and
 this writes out what a parse needs as plain Python literals: every terminal's
 regular expression, each parser state's action table, the terminals each state's
 contextual lexer tries (in lark's order, with lark's keyword callbacks), and for
 every rule how lark's tree builder would shape its children (`_rule_plan`).
-`polc.lalr` drives those tables; a valid program is parsed without importing lark
+`polc.frontend.lalr` drives those tables; a valid program is parsed without importing lark
 or its generated runtime (which took `polc check` 12 ms to import and 6 ms to
 rebuild its tables from their serialized form). Text that fails there is parsed
 again by lark's full parser, whose exceptions the syntax-error messages are made
 from.
 
 The generated module carries the text of the grammar it was made from
-(`POLC_GRAMMAR`: `polc.parse` uses the tables only when that equals the grammar
+(`POLC_GRAMMAR`: `polc.frontend.parse` uses the tables only when that equals the grammar
 shipped beside it) and a first line with the grammar's SHA-256 and the lark version;
 a test fails when either differs. lark numbers the LALR states in an order that
 varies from run to run, so two regenerations differ in their numbers, never in the
@@ -58,7 +58,7 @@ def recorded_stamp(path: Path = OUTPUT) -> str:
 
 
 def lark_parser(grammar: str):
-    """lark's LALR parser of `grammar`, built as `polc.parse` builds its full parser."""
+    """lark's LALR parser of `grammar`, built as `polc.frontend.parse` builds its full parser."""
     from lark import Lark
 
     return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True,
@@ -92,7 +92,7 @@ def tables(parser) -> dict:
     contextual = parser.parser.lexer
     terminals = {t.name: t for t in parser.terminals}
     for t in terminals.values():
-        assert not t.pattern.flags, f"{t.name}: regex flags are not supported by polc.lalr"
+        assert not t.pattern.flags, f"{t.name}: regex flags are not supported by polc.frontend.lalr"
     states = sorted(table.states)
     assert states == list(range(len(states))), "lark's states are not numbered 0..n-1"
 

@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from polc import ast, errors
-from polc.diagnostics import Diagnostic, PolError
+from polc.frontend import ast
+from polc import errors
+from polc.messages import Diagnostic, PolError
 from polc.text import claim as claim_text, constraint as constraint_text, number
 
 from .builtins import FUNCTIONS, KEYWORDS
@@ -151,9 +152,9 @@ def _check(doc: Document) -> None:
     The diagnostics are composed as `loads` and `polc check --verbose` compose them;
     tests/test_lsp.py compares the two on every example and golden program."""
     from polc import Program
-    from polc.analyze import analyze_program
-    from polc.check import check_program
-    from polc.parse import parse_program
+    from polc.analysis.program import analyze_program
+    from polc.check.program import check_program
+    from polc.frontend.parse import parse_program
 
     try:
         doc.tree = parse_program(doc.text, doc.file)

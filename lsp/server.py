@@ -27,8 +27,9 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
-from polc import __version__, ast
-from polc.diagnostics import Diagnostic
+from polc import __version__
+from polc.frontend import ast
+from polc.messages import Diagnostic
 from polc.text import claim
 
 from . import document as D
@@ -363,9 +364,9 @@ def completion(ls: PolServer, params: L.CompletionParams) -> L.CompletionList:
 @server.feature(L.TEXT_DOCUMENT_FORMATTING)
 def formatting(ls: PolServer, params: L.DocumentFormattingParams) -> Optional[list[L.TextEdit]]:
     """`polc fmt`'s text as one edit; none when the text does not parse (its diagnostics say why)."""
-    from polc.diagnostics import PolError
+    from polc.messages import PolError
     from polc.fmt import format_program
-    from polc.parse import parse_program
+    from polc.frontend.parse import parse_program
 
     uri = params.text_document.uri
     text = ls.text_of(uri)

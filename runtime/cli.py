@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
-from polc.cli import UsageError, _load as load_program
+from polc.cli import UsageError, load_file as load_program
 
 ENV_HELP = "environment: a name (car_racing), gym:ID (any gymnasium id), or the path of an env.toml"
 

@@ -10,11 +10,11 @@ unbounded ranges and hit range ends exactly."""
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from polc import counterexample as C, reference
-from polc.abstract import DEC, INC, run_pass
-from polc.analyze import analyze_program
-from polc.check import check_program
-from polc.parse import parse_program
+from polc.analysis import counterexample as C, reference
+from polc.analysis.abstract import DEC, INC, run_pass
+from polc.analysis.program import analyze_program
+from polc.check.program import check_program
+from polc.frontend.parse import parse_program
 from test_differential import programs  # the shared random program writer
 from tiers import examples
 

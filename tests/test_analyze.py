@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from polc.analyze import analyze_program
-from polc.check import check_program
-from polc.diagnostics import render
-from polc.intervals import Interval
-from polc.parse import parse_program
+from polc.analysis.program import analyze_program
+from polc.check.program import check_program
+from polc.messages import render
+from polc.analysis.intervals import Interval
+from polc.frontend.parse import parse_program
 
 SPEED = """
 obs speed       : real in [0, 1.5]
@@ -101,7 +101,7 @@ def test_round_three_with_a_nonnegative_weight_is_refuted_with_a_witness():
 
 
 def test_the_witness_really_breaks_the_intent():
-    from polc import reference
+    from polc.analysis import reference
 
     tp = typed(ROUND3 + "weight w_q : real >= 0 = 0.1\n")
     msg = analyze_program(tp).intents[0].detail
@@ -379,7 +379,7 @@ expect u increasing in x
     ("norm([x + 1, x + 2])", "increasing"),
 ])
 def test_directions(expr, direction):
-    from polc.abstract import run_pass
+    from polc.analysis.abstract import run_pass
 
     tp = typed(f"""
 obs x : real in [-1, 1]
@@ -393,8 +393,8 @@ action u : real = t
 
 def test_directions_are_sound_on_samples():
     """Every direction the rules claim holds on random points."""
-    from polc import counterexample as C, reference
-    from polc.abstract import run_pass
+    from polc.analysis import counterexample as C, reference
+    from polc.analysis.abstract import run_pass
 
     exprs = ["k * x", "-k * x + 3", "1 / (2 + x)", "(x + 2) ^ -1", "square(x - 2)", "sin(x)",
              "cos(x + 2)", "atan2(1, x + 2)", "if x > 0 then x else 0", "if x > 0 then 0 else 1",
@@ -416,7 +416,7 @@ def test_intervals_are_sound_on_samples():
     """Values computed by the reference interpreter stay inside the analysis' ranges."""
     import pathlib
 
-    from polc import counterexample as C, reference
+    from polc.analysis import counterexample as C, reference
 
     texts = [ROUND3 + "weight w_q : real <= 0 = -0.1\n", """
 obs x : real[3] in [-2, 2]
@@ -460,7 +460,7 @@ action a : real = x / y
 
 
 def test_analysis_never_imports_jax():
-    code = ("import sys, polc, polc.analyze, polc.reference, polc.check, polc.parse\n"
+    code = ("import sys, polc, polc.analysis.program, polc.analysis.reference, polc.check.program, polc.frontend.parse\n"
             "polc.loads(open('examples/car_racing/initial.pol').read())\n"
             "assert not any(m == 'jax' or m.startswith('jax.') for m in sys.modules), 'jax imported'\n")
     import pathlib

@@ -2,7 +2,7 @@
 command runs it, and `sys.modules` is read afterwards. jax and pyarrow are for compiling
 and traces, lark only for reporting a syntax error (valid text goes through the
 LALR tables generated from grammar/pol.lark), and numpy only for the back ends
-and the counterexample search (the analysis computes with `polc.floats`); importing it
+and the counterexample search (the analysis computes with `polc.util.floats`); importing it
 took about a quarter of a whole check of the Car Racing example."""
 
 from __future__ import annotations

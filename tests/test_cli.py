@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from polc import check as check_module
+from polc.check import program as check_module
 from polc.cli import main
-from polc.diagnostics import ice
+from polc.messages import ice
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
@@ -162,7 +162,7 @@ def test_console_script_exit_codes(tmp_path):
 def test_written_files_get_an_ordinary_mode_not_mkstemps_0600(tmp_path):
     import os
 
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     target = tmp_path / "out.py"
     mask = os.umask(0o022)

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from polc import counterexample as C, typed as T
-from polc.abstract import run_cone, run_pass
-from polc.analyze import analyze_program
-from polc.check import check_program
-from polc.deps import Deps
-from polc.intervals import Interval
-from polc.parse import parse_program
+from polc.analysis import counterexample as C
+from polc.check import typed as T
+from polc.analysis.abstract import run_cone, run_pass
+from polc.analysis.program import analyze_program
+from polc.check.program import check_program
+from polc.analysis.deps import Deps
+from polc.analysis.intervals import Interval
+from polc.frontend.parse import parse_program
 from test_differential import programs  # the shared random program writer
 from tiers import examples
 
@@ -172,7 +173,7 @@ def _chain(n: int) -> str:
 
 
 def test_intents_along_a_chain_cost_linear_work_and_keep_their_verdicts():
-    from polc.analyze import decide
+    from polc.analysis.program import decide
 
     work = []
     for n in (30, 300):

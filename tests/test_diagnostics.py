@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 import polc
-from polc import reference, typed as T
+from polc.analysis import reference
+from polc.check import typed as T
 from polc.runtime.diagnostics import DiagnosticsError, Finding, Report, builtin_report
 
 TINY = """policy tiny "a small policy for diagnostics tests"

@@ -17,10 +17,10 @@ import numpy as np
 from hypothesis import example, given, HealthCheck, settings
 from hypothesis import strategies as st
 
-from polc import reference
-from polc.check import check_program
-from polc.lower import lower
-from polc.parse import parse_program
+from polc.analysis import reference
+from polc.check.program import check_program
+from polc.backend.lower import lower
+from polc.frontend.parse import parse_program
 from tiers import examples
 
 SHAPES = [(), (2,), (3,), (2, 3)]

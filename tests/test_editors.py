@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from polc.check_expr import FUNCTIONS
+from polc.check.expr import FUNCTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 VSCODE = ROOT / "editors" / "vscode"

@@ -11,10 +11,10 @@ import jax
 import numpy as np
 import pytest
 
-from polc import emit
-from polc.check import check_program
-from polc.lower import lower
-from polc.parse import parse_program
+from polc.backend import emit
+from polc.check.program import check_program
+from polc.backend.lower import lower
+from polc.frontend.parse import parse_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.pol"), recursive=True))

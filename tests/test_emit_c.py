@@ -1,4 +1,4 @@
-"""The C back end (`polc.emit_c`) against the JAX lowering.
+"""The C back end (`polc.backend.emit_c`) against the JAX lowering.
 
 Each program's C code is built with the system C compiler under
 `-std=c99 -pedantic -Wall -Wextra -Wdouble-promotion -Werror` (one compiler run per fixture, all
@@ -31,9 +31,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from polc import PolError, load, loads, reference, transforms
-from polc.emit_c import emit_c, literal, weight_values
-from polc.lower import lower
+from polc import PolError, load, loads
+from polc.analysis import reference, transforms
+from polc.backend.emit_c import emit_c, literal, weight_values
+from polc.backend.lower import lower
 from polc.runtime.io.c_policy import CFLAGS, build_many, c_compiler
 from test_differential import programs
 from tiers import examples

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import polc
-from polc.diagnostics import render
+from polc.messages import render
 from polc.runtime.envs import get, names
 from polc.runtime.envs import schema
 from polc.runtime.envs.schema import Field
@@ -90,7 +90,7 @@ def test_an_echo_read_only_by_a_noise_std_or_an_unused_latent_is_not_warned():
 
 def test_check_echoes_takes_the_echoes_as_data():
     """The compiler knows no environment: the same program warns or not with the map it is given."""
-    from polc.echo import check_echoes
+    from polc.analysis.echo import check_echoes
 
     tp = polc.loads("obs a : real\nobs b : real\naction u : real = a + b\n", "t.pol", analyze=False).typed
     assert check_echoes(tp, {}) == [] and check_echoes(tp, {"z": ("u",)}) == []

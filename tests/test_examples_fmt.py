@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from polc.fmt import format_program
-from polc.parse import parse_program
+from polc.frontend.parse import parse_program
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").rglob("*.pol")

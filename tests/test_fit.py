@@ -6,7 +6,7 @@ toy PD controller, kp = 0.8, kd = 0.6, Gaussian noise std 0.1, 100 episodes =
 3% on the gains and 5% on the std. Ordinary least squares on the same rows is
 within 1% of the truth (the sampling error), so the tolerance is about the
 optimiser converging. The gains keep the pushes inside [-1, 1]: the likelihood
-is that of the unclipped Gaussian (see `polc.lower`), so clipped samples would
+is that of the unclipped Gaussian (see `polc.backend.lower`), so clipped samples would
 pull the estimate (a few percent at kp = 1.2, where 0.4% of pushes clip).
 Those recovery tests fit by maximum likelihood (`prior_scale=inf`): the default pull
 toward the declared weights would hold them back from the truth on purpose.

@@ -1,4 +1,4 @@
-"""The analysis' plain-Python arrays (`polc.floats`) compute what NumPy computes, bit for
+"""The analysis' plain-Python arrays (`polc.util.floats`) compute what NumPy computes, bit for
 bit: sums and means in NumPy's order (pairwise along a trailing run of reduced axes,
 one after another along the others), on random shapes and axes, and laid out as the
 reference interpreter lays its values out (a leading batch axis, broadcast views);
@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
-from polc import floats as F
+from polc.util import floats as F
 from tiers import examples
 
 SIZES = [1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 31, 64, 127, 128, 129, 200, 257]

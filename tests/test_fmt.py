@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polc import ast
+from polc.frontend import ast
 from polc.fmt import WIDTH, format_program, format_text
-from polc.parse import parse_program
+from polc.frontend.parse import parse_program
 from tiers import examples
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from polc import ast, errors
+from polc.frontend import ast
+from polc import errors
 from polc.cli import main
-from polc.diagnostics import Diagnostic
+from polc.messages import Diagnostic
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"

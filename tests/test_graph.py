@@ -12,7 +12,7 @@ import pytest
 
 import polc
 from polc import graph, layout
-from polc import typed as T
+from polc.check import typed as T
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
@@ -187,7 +187,7 @@ def _program(**groups) -> T.TypedProgram:
 
 
 def test_empty_and_unread_programs_still_draw():
-    span = polc.parse.ast.Span("p.pol", 1, 1, 1, 2)
+    span = polc.frontend.parse.ast.Span("p.pol", 1, 1, 1, 2)
     real = T.Type("real")
     lonely = _program(obs=(T.Obs("o", real, float("-inf"), float("inf"), None, span),),
                       weights=(T.Weight("w", real, 0.0, float("inf"), 1.0, "unused", span),))
@@ -227,7 +227,7 @@ def test_isotonic_keeps_order_and_spacing():
 
 
 def test_graph_and_fmt_do_not_import_jax():
-    code = ("import sys, polc, polc.fmt, polc.graph, polc.layout, polc.check; "
+    code = ("import sys, polc, polc.fmt, polc.graph, polc.layout, polc.check.program; "
             "polc.graph.to_svg(polc.loads(open(sys.argv[1]).read(), analyze=False).typed); "
             "assert not any(m == 'jax' or m.startswith('jax.') for m in sys.modules), 'jax imported'")
     path = ROOT / "examples" / "car_racing" / "initial.pol"

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from polc import intervals as I, typed as T
-from polc.intervals import Interval
-from polc.reference import _BINARY, _BINARY_FUNCS, _REDUCE, _UNARY_FUNCS
+from polc.analysis import intervals as I
+from polc.check import typed as T
+from polc.analysis.intervals import Interval
+from polc.analysis.reference import _BINARY, _BINARY_FUNCS, _REDUCE, _UNARY_FUNCS
 from tiers import examples
 
 INF = math.inf
@@ -401,7 +402,7 @@ def test_float32_safe_programs_do_not_warn(source):
 
 def test_constants_written_out_are_numpys():
     """The analysis does not import numpy, so these are written out where they are used."""
-    from polc import abstract, element_rules
+    from polc.analysis import abstract, element_rules
 
     assert abstract._F32_MAX == float(np.finfo(np.float32).max)
     assert abstract._F32_TINY == float(np.finfo(np.float32).tiny)

@@ -1,4 +1,4 @@
-"""`polc.lalr` and the tables `polc.grammar.regen` writes: the tables are lark's, and the
+"""`polc.frontend.lalr` and the tables `polc.grammar.regen` writes: the tables are lark's, and the
 tokens `Tables` scans are the ones lark's contextual lexer gives the same parse.
 
 The fast path's ASTs are held to the full path's in tests/test_parser_paths.py;
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from polc import lalr, parse
+from polc.frontend import lalr, parse
 from polc.grammar import pol_tables, regen
 
 ROOT = Path(__file__).resolve().parent.parent

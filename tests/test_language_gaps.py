@@ -147,7 +147,7 @@ def test_element_ranges_start_the_analysis_of_indexed_and_sliced_reads():
 
 
 def test_a_counterexample_respects_every_elements_range():
-    from polc import counterexample as C
+    from polc.analysis import counterexample as C
 
     with pytest.raises(PolError) as e:  # slip < 0 where the wheels are slower than the car
         loads(STATE.replace("expect slip >= -1.5", "expect slip >= 0"), "s.pol")
@@ -160,7 +160,7 @@ def test_a_counterexample_respects_every_elements_range():
 
 
 def test_an_element_of_unbounded_kind_is_sampled_far_and_a_bounded_one_inside():
-    from polc import counterexample as C
+    from polc.analysis import counterexample as C
 
     tp = loads("obs v : real[3] {[0] in [0, 1], [1] >= 2}\naction a : real = sum(v)\n").typed
     x = C.sample_obs(tp.decl("v"), np.random.default_rng(1), 400)
@@ -188,7 +188,7 @@ def test_bad_element_ranges_are_located_errors(block, code):
 @pytest.mark.parametrize("text", [CONSTS, STATE, (GOLDEN / "83_elem_range_outside.pol").read_text()])
 def test_fmt_round_trips_the_new_syntax(text):
     from polc.fmt import format_text
-    from polc.parse import parse_program
+    from polc.frontend.parse import parse_program
     from test_fmt import meaning
 
     once = format_text(text)
@@ -243,7 +243,7 @@ def test_a_guard_of_a_value_that_may_overflow_has_no_direction():
 def test_the_compiled_guard_replaces_non_finite_observations(bad):
     import jax
 
-    from polc import reference
+    from polc.analysis import reference
 
     tp = loads(GUARDED, "g.pol").typed
     policy = loads(GUARDED, "g.pol").compile()

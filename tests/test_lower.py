@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from polc.check import check_program
-from polc.lower import CompiledPolicy, lower
-from polc.parse import parse_program
+from polc.check.program import check_program
+from polc.backend.lower import CompiledPolicy, lower
+from polc.frontend.parse import parse_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.pol"), recursive=True))
@@ -177,7 +177,7 @@ def test_init_is_deterministic_and_splits_one_key_per_mlp_in_key_order():
     assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
     c = policy.init(jax.random.PRNGKey(8))
     assert not np.array_equal(a["h.mlp"]["Dense_0"]["kernel"], c["h.mlp"]["Dense_0"]["kernel"])
-    from polc.mlp_block import MlpBlock
+    from polc.backend._mlp_block import MlpBlock
 
     k_g, k_h = jax.random.split(jax.random.PRNGKey(7), 2)  # "g.mlp" < "h.mlp"
     expect = MlpBlock((5, 4), 2, jax.nn.relu).init(k_h, jnp.zeros(4))["params"]

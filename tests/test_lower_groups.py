@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from polc import transforms
-from polc.lower import transform_groups
+from polc.analysis import transforms
+from polc.backend.lower import transform_groups
 
 from test_lower import compile_text
 

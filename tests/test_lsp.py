@@ -26,7 +26,7 @@ from pygls.lsp.client import LanguageClient
 from polc import cli
 from polc.fmt import format_program
 from polc.lsp import analyze_document, builtins
-from polc.parse import parse_program
+from polc.frontend.parse import parse_program
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
@@ -353,7 +353,7 @@ def test_completion_offers_names_builtins_with_signatures_and_keywords(lsp, tmp_
 
 
 def test_every_builtin_of_the_checker_has_a_signature():
-    from polc.check_expr import FUNCTIONS
+    from polc.check.expr import FUNCTIONS
 
     assert set(FUNCTIONS) == set(builtins.FUNCTIONS)
     lark = (ROOT / "grammar" / "pol.lark").read_text(encoding="utf-8")
@@ -443,9 +443,9 @@ def test_an_internal_error_is_kept_not_raised(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    import polc.analyze
+    import polc.analysis.program
 
-    monkeypatch.setattr(polc.analyze, "analyze_program", broken)
+    monkeypatch.setattr(polc.analysis.program, "analyze_program", broken)
     doc = analyze_document(CAR.read_text(encoding="utf-8"), "car.pol")
     assert doc.internal_error.startswith("Internal compiler error: RuntimeError: a bug.")
     assert doc.diagnostics == [] and "slip" in doc.symbols  # the index still serves hover and completion

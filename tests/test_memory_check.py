@@ -9,9 +9,9 @@ import math
 import pytest
 
 import polc
-from polc import typed as T
-from polc.fixpoint import holds, state_ranges
-from polc.parse import _parse_fast, _parse_full
+from polc.check import typed as T
+from polc.analysis.fixpoint import holds, state_ranges
+from polc.frontend.parse import _parse_fast, _parse_full
 
 PID = """
 obs err : real in [-1, 1]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import polc
-from polc.reference import run as reference_run
+from polc.analysis.reference import run as reference_run
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "memory").glob("*.pol"))
@@ -100,8 +100,8 @@ def test_the_latch_has_hysteresis():
 
 def _c_library(tp, tmp_path):
     """The policy's C, built into a shared library (default weights: the declared ones)."""
-    from polc.emit_c import emit_c, weight_values
-    from polc.lower import lower
+    from polc.backend.emit_c import emit_c, weight_values
+    from polc.backend.lower import lower
     from polc.runtime.io.c_policy import c_compiler
 
     cc = c_compiler()

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import polc
-from polc.emit import emit_hlo, emit_python
-from polc.reference import run as reference_run
+from polc.backend.emit import emit_hlo, emit_python
+from polc.analysis.reference import run as reference_run
 
 SRC = """
 policy pid "A PID with a saturated integral, a latch and the previous action."

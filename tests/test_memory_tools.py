@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import polc
-from polc.emit import emit_json
+from polc.backend.emit import emit_json
 from polc.fmt import format_text
 from polc.graph import edges, to_dot, to_svg
 

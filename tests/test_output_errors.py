@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from polc.files import WriteFailed, write_atomic, write_error_text
+from polc.util.files import WriteFailed, write_atomic, write_error_text
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
 CAR_RACING = str(Path(__file__).resolve().parents[1] / "examples" / "car_racing")

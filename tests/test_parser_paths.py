@@ -1,4 +1,4 @@
-"""The fast path (polc.lalr over grammar/pol_tables.py, the LALR tables lark computes from
+"""The fast path (polc.frontend.lalr over grammar/pol_tables.py, the LALR tables lark computes from
 grammar/pol.lark at build time) gives exactly what lark's full parser and the tree
 transformer give: the same AST (spans included) for every valid program, and for every
 invalid one the full path's own diagnostic. Besides the examples and goldens, generated
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from polc import parse
-from polc.diagnostics import PolError
+from polc.frontend import parse
+from polc.messages import PolError
 from polc.grammar import regen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,13 +172,13 @@ def test_a_builder_error_inside_a_valid_parse_comes_from_the_full_path():
 
 
 def test_the_comment_pattern_matches_the_syntax_errors_one():
-    from polc import syntax_errors
+    from polc.frontend import syntax_errors
 
     assert parse._COMMENT_OR_STRING.pattern == syntax_errors.COMMENT_OR_STRING.pattern
 
 
 def test_the_error_path_names_are_still_reachable_from_parse():
-    from polc import syntax_errors
+    from polc.frontend import syntax_errors
 
     assert parse.SYNTAX_EXAMPLES is syntax_errors.SYNTAX_EXAMPLES
     assert parse.syntax_label is syntax_errors.syntax_label

@@ -13,11 +13,11 @@ import pytest
 import scipy.stats as st
 
 import polc
-from polc import ast
-from polc.emit import emit_json, emit_python
+from polc.frontend import ast
+from polc.backend.emit import emit_json, emit_python
 from polc.fmt import format_program
 from polc.graph import to_dot
-from polc.parse import parse_program
+from polc.frontend.parse import parse_program
 
 SRC = '''policy p "priors of every family"
 obs x : real in [-1, 1]

@@ -4,9 +4,9 @@ by hand for small programs, and its batching, overrides and mlp parameters."""
 import numpy as np
 import pytest
 
-from polc import reference as R
-from polc.check import check_program
-from polc.parse import parse_program
+from polc.analysis import reference as R
+from polc.check.program import check_program
+from polc.frontend.parse import parse_program
 
 
 def typed(text: str):

@@ -99,7 +99,7 @@ def test_every_suggested_construct_has_an_example_line_in_pol_in_brief(where, sp
 
 
 def test_the_brief_names_every_prior_family_the_compiler_knows():
-    from polc.priors import FAMILIES
+    from polc.check.priors import FAMILIES
 
     for family in FAMILIES:
         assert f"`{family}(" in brief(), f"\"Pol in brief\" does not name the prior family {family}"

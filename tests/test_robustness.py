@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import polc
 from polc.cli import main
-from polc.diagnostics import PolError, source_lines
+from polc.messages import PolError, source_lines
 from tiers import examples
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import polc
-from polc.diagnostics import PolError
+from polc.messages import PolError
 from polc.runtime.envs import toy
 from polc.runtime.trace.rollout import Rollout, RolloutConfig, TraceLayout, rollout
 

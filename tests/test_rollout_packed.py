@@ -124,7 +124,7 @@ def test_stepping_a_finished_env_without_a_reset_is_refused():
 def test_traced_weight_columns_are_the_weights_the_step_computed_bit_for_bit(grouped):
     """The weights are constrained once per run, not in every traced step: each row holds
     the values the jitted, vmapped step computed when they were part of its output."""
-    from polc.lower import lower
+    from polc.backend.lower import lower
 
     policy = lower(polc.load("examples/car_racing/initial.pol").typed, grouped=grouped)
     params = policy.init(jax.random.PRNGKey(0))

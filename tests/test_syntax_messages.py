@@ -6,8 +6,8 @@ import re
 import pytest
 from lark.exceptions import UnexpectedInput
 
-from polc import parse, syntax_errors
-from polc.diagnostics import PolError
+from polc.frontend import parse, syntax_errors
+from polc.messages import PolError
 
 EXAMPLES = [(label, example) for label, examples in parse.SYNTAX_EXAMPLES.items() for example in examples]
 

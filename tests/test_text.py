@@ -15,12 +15,12 @@ import pytest
 
 import polc
 from polc import graph, text
-from polc.emit import emit_python
-from polc.emit_c import emit_c, weight_values
+from polc.backend.emit import emit_python
+from polc.backend.emit_c import emit_c, weight_values
 from polc.fmt import format_text
-from polc.lower import lower
+from polc.backend.lower import lower
 from polc.lsp.document import analyze_document, hover_intent, hover_name
-from polc.parse import parse_program
+from polc.frontend.parse import parse_program
 from polc.runtime.refine import context
 from polc.runtime.report.run import weights_table
 

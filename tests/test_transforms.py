@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from polc import transforms
+from polc.analysis import transforms
 
 INF = math.inf
 BOUNDS = [(-INF, INF), (0.0, INF), (-2.5, INF), (-INF, 0.0), (-INF, 3.0), (0.0, 1.0), (-1.0, 1.0), (10.0, 10.5)]
@@ -91,7 +91,7 @@ def test_the_numpy_path_never_imports_jax():
     import subprocess
     import sys
 
-    code = ("import sys, numpy as np; from polc import transforms; "
+    code = ("import sys, numpy as np; from polc.analysis import transforms; "
             "transforms.constrain(np.zeros(3), 0.0, 1.0, np); transforms.unconstrain(np.full(3, 0.5), 0.0, 1.0, np); "
             "assert 'jax' not in sys.modules, 'jax was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -13,7 +13,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 
-from polc.typed import TypedProgram
+from polc.check.typed import TypedProgram
 
 SEVERITIES = ("error", "warning", "info", "ok")
 CHECKS = ("trace", "weights", "signs", "intents", "reconstruction", "obs_range", "branches", "latents", "echo", "demo",
@@ -153,7 +153,7 @@ class Params(NamedTuple):
 
 def load_params(params: Any, tp: TypedProgram) -> Params:
     """Constrained weights and mlp trees from any of the accepted `params` forms."""
-    from polc import transforms
+    from polc.analysis import transforms
 
     if params is None:
         return Params(None, None, "the trace's weight columns")

@@ -3,7 +3,7 @@
 Each check takes the `Context` (the program, the trace as float64 arrays, the params)
 and returns a `CheckOut`: its findings, optional pre-rendered tables, and the numbers
 behind them. Every value a check needs that is not logged is computed with the NumPy
-reference interpreter (`polc.reference.run`, batched over the trace's rows).
+reference interpreter (`polc.analysis.reference.run`, batched over the trace's rows).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from polc import reference, typed as T
+from polc.analysis import reference
+from polc.check import typed as T
+from polc.check.typed import TypedProgram
 from polc.text import number
-from polc.typed import TypedProgram
 
 from .base import Finding, Params, Steps
 
@@ -131,7 +132,7 @@ class Context:
 
     def pruned(self, target: str) -> TypedProgram:
         """The program cut down to `target` and what it is computed from."""
-        from polc.counterexample import ancestors
+        from polc.analysis.counterexample import ancestors
 
         keep = ancestors(self.tp, target) | {target}
         nodes = tuple(n for n in self.tp.nodes if n.name in keep)
@@ -292,8 +293,8 @@ def check_signs(ctx: Context) -> CheckOut:
 
 
 def _static_with_fitted(ctx: Context, it: T.MonoIntent) -> str:
-    from polc.abstract import CONST, run_pass
-    from polc.intervals import Interval
+    from polc.analysis.abstract import CONST, run_pass
+    from polc.analysis.intervals import Interval
 
     restrict = {w.name: Interval.point(np.broadcast_to(np.asarray(ctx.fitted[w.name], float), w.type.shape))
                 for w in ctx.tp.weights if w.name != it.var}

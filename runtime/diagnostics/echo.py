@@ -14,8 +14,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from polc import reference
-from polc.echo import echo_reads
+from polc.analysis import reference
+from polc.analysis.echo import echo_reads
 
 from .base import Finding
 from .checks import CheckOut, Context, num, pct

@@ -5,7 +5,7 @@
     print(report.text())     # compact plain text for a person or an LLM, problems first
 
 No LLM and no JAX: everything is recomputed with the NumPy reference interpreter
-(`polc.reference`) on the logged states. The checks, in report order:
+(`polc.analysis.reference`) on the logged states. The checks, in report order:
 
     trace           the trace belongs to the program (columns, structure hash); partial runs
     weights         every weight.* column constant within each episode (and across them);
@@ -59,7 +59,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from polc.typed import TypedProgram
+from polc.check.typed import TypedProgram
 
 from . import checks as C, values as V
 from .base import CHECKS, SEVERITIES, TEXT_BUDGET, DiagnosticsError, Finding, _jsonable, load_params, load_steps, \

@@ -8,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from polc import typed as T
+from polc.check import typed as T
 
 from .base import Finding
 from .checks import ABS_TOL, REL_TOL, CheckOut, Context, element, num, pct, source_text

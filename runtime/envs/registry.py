@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator, Optional, Protocol
 import gymnasium as gym
 import numpy as np
 
-from polc.diagnostics import Diagnostic
-from polc.typed import TypedProgram
+from polc.messages import Diagnostic
+from polc.check.typed import TypedProgram
 
 from .finite import FiniteActions
 from .metric import RETURN, Metric

@@ -7,7 +7,7 @@ located diagnostics; every message comes from one constructor below, in the
 style of `polc.errors` (one sentence and a hint). Codes: E0500 unknown
 environment, E0501-E0502 observations, W0503 observation range, E0504-E0507
 actions, E0508 an environment that cannot be loaded (a bad schema file), W0509
-an action that reads an observation echoing an action (`polc.echo`, from the
+an action that reads an observation echoing an action (`polc.analysis.echo`, from the
 schema's `echoes`), E0510 a policy that declares a hidden (privileged) observation.
 """
 
@@ -17,12 +17,12 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-from polc.ast import Span
-from polc.diagnostics import Diagnostic
-from polc.echo import check_echoes
+from polc.frontend.ast import Span
+from polc.messages import Diagnostic
+from polc.analysis.echo import check_echoes
 from polc.errors import closest, fmt_shape
+from polc.check.typed import TypedProgram
 from polc.text import bounds, interval
-from polc.typed import TypedProgram
 
 _PHASE = "Environment"
 
@@ -196,9 +196,9 @@ def _name_spans(tp: TypedProgram) -> tuple[dict[tuple[str, str], Span], Optional
     from re-parsing its source (cheap, and it keeps the typed contract as is)."""
     if not tp.source:
         return {}, None
-    from polc import ast
-    from polc.diagnostics import PolError
-    from polc.parse import parse_program
+    from polc.frontend import ast
+    from polc.messages import PolError
+    from polc.frontend.parse import parse_program
 
     try:
         prog = parse_program(tp.source, tp.file)

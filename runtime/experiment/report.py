@@ -259,7 +259,7 @@ def write_all(out: Path, task: Task, budget: Budget, rows: Sequence[Row], refine
               seeds: Sequence[int], steps: dict, command: str, solved_at: Optional[float] = None,
               rl_skipped: bool = False) -> dict:
     """results.json, table.md and the plots; returns the results dict."""
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     results = {**results_json(task, budget, rows, refinement, metric, seeds, steps, command, solved_at),
                "rl_skipped": rl_skipped}

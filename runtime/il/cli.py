@@ -107,7 +107,7 @@ def _pinned(policy, params) -> list[str]:
     says it (the data want it past the bound, or its term does not help)."""
     import numpy as np
 
-    from polc import transforms
+    from polc.analysis import transforms
     from ..diagnostics.checks import at_bounds, pinned_sentence
 
     lines = []

@@ -7,7 +7,7 @@ summed over actions and their elements, so `per_step_loss` gives one number per
 demonstration row and a batch loss is its (weighted) mean.
 
 MAP fitting adds the negative log prior (`prior_penalty`): the weights' declared
-priors (`policy.log_prior`, no Jacobian term: see `polc.lower`) and, for every
+priors (`policy.log_prior`, no Jacobian term: see `polc.backend.lower`) and, for every
 weight that declares none, a Gaussian pull toward its declared value in the
 unconstrained space, `(u - u_declared)^2 / (2 S^2)` with S the `prior_scale`
 (S = inf: none; weights that only a noise std reads are not pulled). The objective of `n` demonstration rows is
@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from polc.deps import mean_weights
+from polc.analysis.deps import mean_weights
 
 Arrays = dict[str, jax.Array]
 

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from polc import typed as T
+from polc.check import typed as T
 
 from .defaults import PRIOR_SCALE
 from .losses import Batch, centre, kind, regularised

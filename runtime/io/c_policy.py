@@ -1,4 +1,4 @@
-"""A policy's C code (`polc compile -o X.c`, `polc.emit_c`) built into a shared library and
+"""A policy's C code (`polc compile -o X.c`, `polc.backend.emit_c`) built into a shared library and
 called from Python through ctypes: for tests against the JAX lowering, benchmarks, and
 evaluating the very code that will be deployed.
 
@@ -19,8 +19,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from polc.emit_c import Weights, emit_c
-from polc.typed import TypedProgram
+from polc.backend.emit_c import Weights, emit_c
+from polc.check.typed import TypedProgram
 
 CFLAGS = ("-std=c99", "-pedantic", "-Wall", "-Wextra", "-Wdouble-promotion", "-Werror", "-O2", "-fPIC")
 

@@ -24,7 +24,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 
 from polc.text import interval
-from polc.typed import TypedProgram
+from polc.check.typed import TypedProgram
 
 from .table import Table, TableError
 

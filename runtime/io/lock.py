@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional
 
-from polc.files import naming
+from polc.util.files import naming
 
 LOCK_NAME = ".lock"
 

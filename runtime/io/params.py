@@ -41,8 +41,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from polc import transforms, typed as T
-from polc.typed import TypedProgram
+from polc.analysis import transforms
+from polc.check import typed as T
+from polc.check.typed import TypedProgram
 
 FORMAT = 1
 _SKIP = {"span", "doc", "text", "init"}  # node fields that do not change what params mean
@@ -186,7 +187,7 @@ def _tree(p: Any) -> Any:
 
 def save_params(path: str, policy, params: Mapping[str, Any], info: Optional[Mapping[str, Any]] = None) -> None:
     """Write a params file atomically (no half-written file under `path`)."""
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     write_atomic(path, to_json(policy, params, info))
 

@@ -63,7 +63,7 @@ from typing import Any, Mapping, Optional, Sequence
 import lazy_loader as lazy
 import numpy as np
 
-from polc.files import WriteFailed, naming, temporary_beside  # noqa: F401  (temporary_beside re-exported)
+from polc.util.files import WriteFailed, naming, temporary_beside  # noqa: F401  (temporary_beside re-exported)
 
 # Column kinds by prefix, in table order.
 PREFIXES = ("obs", "latent", "weight", "mean", "action")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from polc.files import naming
+from polc.util.files import naming
 
 from .base import ROLES, Backend, LLMError, Message, Reply
 

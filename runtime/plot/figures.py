@@ -24,7 +24,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from polc.files import naming
+from polc.util.files import naming
 
 from ..io.table import Table, TableError, temporary_beside
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from polc import ast
-from polc.parse import parse_program
+from polc.frontend import ast
+from polc.frontend.parse import parse_program
 
 KINDS = {ast.PolicyDecl: "policy", ast.ObsDecl: "obs", ast.WeightDecl: "weight", ast.LatentDecl: "latent",
          ast.ActionDecl: "action", ast.ExpectDecl: "expect", ast.ConstDecl: "const"}

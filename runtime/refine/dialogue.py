@@ -232,7 +232,7 @@ class Dialogue:
             fit += f"\n{outside}\nThe fit used every row as it is.\n"
         warnings = [d for d in self.program.warnings]
         if warnings:
-            from polc.diagnostics import render_all
+            from polc.messages import render_all
 
             fit += f"\n`polc check` warnings:\n```text\n{render_all(warnings, self.text).rstrip()}\n```\n"
         return templates.render("round", task=self.ctx.task.text.rstrip(), round=self.k, last=self.s.rounds - 1,

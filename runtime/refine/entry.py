@@ -353,7 +353,7 @@ def _run(inv: Invocation) -> Outcome:
 
 def _refine(inv: Invocation, out: Outcome, run: Any, task: Any, settings: Any, choice: Any, address: Any) -> int:
     """The run `run` (locked), refined until it ends; the command's exit code."""
-    from polc.files import write_error_text
+    from polc.util.files import write_error_text
 
     from ..envs.errors import MetricError
     from ..llm import LLMError

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from polc.files import write_atomic  # noqa: F401  (re-exported for the loop)
+from polc.util.files import write_atomic  # noqa: F401  (re-exported for the loop)
 
 RUN_FORMAT = "polc-refine-run/1"
 # A round a `manual:` session paused holds this file (the request it waits for); `--resume` moves

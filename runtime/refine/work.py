@@ -127,7 +127,7 @@ class Checked(NamedTuple):
 def check(text: str, file: str, env: str) -> Checked:
     """`polc check --env ENV` of a program text: errors stop it; warnings are reported."""
     import polc
-    from polc.diagnostics import render_all
+    from polc.messages import render_all
 
     from ..envs import check_against_env
 

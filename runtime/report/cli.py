@@ -36,7 +36,7 @@ def _what(path: Path) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     output = args.output
     if os.path.splitext(output)[1].lower() not in (".html", ".htm"):

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from polc.files import write_atomic
+from polc.util.files import write_atomic
 
 FORMAT = 1
 NAME = "checkpoint.npz"

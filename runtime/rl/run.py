@@ -100,7 +100,7 @@ def write_outputs(directory: str, policy, state: ckpt.TrainState, meta: dict, so
     checkpoint is the commit point, and a resumed run rewrites the others identically."""
     import json
 
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     from ..io.params import save_params
     from .curve import plot_curve

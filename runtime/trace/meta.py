@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
-    from polc.typed import TypedProgram
+    from polc.check.typed import TypedProgram
 
 
 def env_meta(spec: Any) -> dict:
@@ -72,7 +72,7 @@ class TraceMeta:
            refine_round: Optional[int] = None) -> "TraceMeta":
         """The metadata of a trace of `program` (read from `file`) with `params` (from
         `params_file`; None: the declared weights) in `spec` on `seeds`."""
-        from polc.emit import sha256
+        from polc.backend.emit import sha256
 
         from ..io.params import params_sha256, structure_sha256
 

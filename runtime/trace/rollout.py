@@ -37,9 +37,9 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from polc import typed as T
-from polc.diagnostics import PolError
-from polc.typed import TypedProgram
+from polc.check import typed as T
+from polc.messages import PolError
+from polc.check.typed import TypedProgram
 
 from ..io.table import ColumnSpec, step_columns
 
@@ -51,7 +51,7 @@ class RolloutConfig:
     noise_seed: int = 0                # the key of the sampled actions
     trace: bool = True                 # collect the step table of every episode
     asynchronous: Optional[bool] = None  # AsyncVectorEnv (a process per env); default: in-process
-    backend: str = "jax"               # "c": the policy's generated C (polc.emit_c), means only
+    backend: str = "jax"               # "c": the policy's generated C (polc.backend.emit_c), means only
 
 
 class Episode(NamedTuple):
@@ -106,7 +106,7 @@ def _segments(items: Sequence[tuple[str, tuple[int, ...], str]], start: int = 0)
 
 def _proved_ranges(tp: TypedProgram) -> dict[str, tuple[float, float]]:
     """Column -> the hull of the interval `polc check` proves, for latents and action means."""
-    from polc.analyze import analyze_program
+    from polc.analysis.program import analyze_program
 
     intervals = analyze_program(tp).intervals
     out = {}
@@ -227,13 +227,13 @@ def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable
 
 
 def make_c_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable:
-    """`make_step_fn`'s step computed by the policy's generated C (`polc.emit_c`), built once
+    """`make_step_fn`'s step computed by the policy's generated C (`polc.backend.emit_c`), built once
     with the system C compiler and called through ctypes: the same packed rows, the actions
     being the means (C has no sampling). The weights are those of `params`, constrained by
     the policy as `apply` constrains them, packed once per params object."""
     import tempfile
 
-    from polc.emit_c import weight_values
+    from polc.backend.emit_c import weight_values
     from ..io.c_policy import build, pack_weights
 
     if config.sample:

@@ -35,7 +35,7 @@ def _spec(env: str, schema: Optional[str], kwargs: Optional[dict]):
 
 
 def _write(path: Optional[str], text: str) -> None:
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     if path in (None, "-"):
         sys.stdout.write(text)
@@ -104,7 +104,7 @@ def cmd_init_task(args: argparse.Namespace) -> int:
     if kwargs:
         body = body.rstrip() + "\n\n[kwargs]\n" + "\n".join(_toml_value(k, v) for k, v in kwargs.items()) + "\n"
     out.mkdir(parents=True, exist_ok=True)
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     write_atomic(files["env.toml"], body)
     spec = gym_env.resolve(str(files["env.toml"]))

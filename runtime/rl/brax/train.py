@@ -134,7 +134,7 @@ def save_checkpoint(directory: str, trio, meta: dict) -> None:
     """`brax_checkpoint.msgpack`: (normalizer, policy, value) params and the meta (JSON), atomically."""
     from flax import serialization
 
-    from polc.files import write_atomic
+    from polc.util.files import write_atomic
 
     import jax
 
@@ -331,7 +331,7 @@ class _Run:
 
     def write(self, trio) -> None:
         """The params file, log and curve first, the checkpoint last (the commit point)."""
-        from polc.files import write_atomic
+        from polc.util.files import write_atomic
 
         from ...io.params import save_params
 

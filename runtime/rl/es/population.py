@@ -21,7 +21,7 @@ from ..collect import unflatten
 
 class SearchSpace:
     """The searched part of a policy's params as one float32 vector: every weight some
-    action's mean reads (`polc.deps.mean_weights`) and every mlp's parameters, in
+    action's mean reads (`polc.analysis.deps.mean_weights`) and every mlp's parameters, in
     `ravel_pytree`'s order; the other weights (read only by noise stds) stay as in `params`.
 
         space = SearchSpace(policy, params)
@@ -32,7 +32,7 @@ class SearchSpace:
     def __init__(self, policy, params):
         from jax.flatten_util import ravel_pytree
 
-        from polc.deps import mean_weights
+        from polc.analysis.deps import mean_weights
 
         weights = {w.name for w in policy.program.weights}
         means = mean_weights(policy.program)

@@ -38,9 +38,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import priors, transforms, typed as T
-from .diagnostics import ice
-from .typed import TypedProgram
+from ..check import priors, typed as T
+from ..analysis import transforms
+from ..messages import ice
+from ..check.typed import TypedProgram
 
 Params = dict[str, Any]
 Arrays = dict[str, jax.Array]
@@ -105,7 +106,7 @@ def _fit(x, shape: tuple[int, ...]):
 def mlp_block(m: T.Mlp):
     """The flax module of an `mlp(...)` node (`mlp_block.MlpBlock`, imported here only
     when a program has one: flax costs about 90 ms to import)."""
-    from .mlp_block import MlpBlock
+    from ._mlp_block import MlpBlock
 
     return MlpBlock(tuple(m.hidden), m.out, resolve(ACTIVATIONS[m.activation]))
 
@@ -479,3 +480,6 @@ def _needs_state(tp: TypedProgram, name: str, instead: str) -> Callable:
 
     refuse.__name__ = name
     return refuse
+
+
+__all__ = ["Arrays", "CompiledPolicy", "Params", "TransformGroup", "lower", "transform_groups"]

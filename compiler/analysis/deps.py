@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable, Union
 
-from . import typed as T
+from ..check import typed as T
 
 Node = Union[T.Latent, T.Action]
 

@@ -27,10 +27,10 @@ Broadcasting follows NumPy. Bools are never silently converted to reals.
 
 from __future__ import annotations
 
-from .record import record
+from ..util.record import record
 from typing import Optional, Union
 
-from .ast import Span
+from ..frontend.ast import Span
 
 REAL, BOOL = "real", "bool"
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from . import errors
-from . import typed as T
+from .. import errors
+from ..check import typed as T
 from .deps import Deps
-from .diagnostics import Diagnostic
+from ..messages import Diagnostic
 
 
 def _reads_of(e: T.TExpr, name: str) -> list[T.Ref]:

@@ -1,4 +1,7 @@
-"""Diagnostics: what polc tells a person (or an LLM) about their program.
+"""Compiler messages: what polc tells a person (or an LLM) about their program.
+
+(`polc.runtime.diagnostics` is something else: the checks `polc analyze` runs over a trace.)
+A `Span` is where a message points in the source.
 
 A `Diagnostic` is plain data; `render` lays it out the way stanc3 does
 (heading with file, line and columns; numbered source lines with carets; one
@@ -12,7 +15,24 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from .ast import Span
+from .util.record import record
+
+
+@record
+class Span:
+    """A region of one source file. Lines and columns are 1-based; the end is
+    exclusive in columns (`end_column` is one past the last character)."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def to(self, other: "Span") -> "Span":
+        """The span from the start of `self` to the end of `other`."""
+        return Span(self.file, self.line, self.column, other.end_line, other.end_column)
+
 
 _MAX_SHOWN = 120  # characters of one source line shown in an excerpt
 _RULE = "   " + "-" * 49
@@ -156,3 +176,6 @@ class InternalCompilerError(Exception):
 
 def ice(what: str) -> InternalCompilerError:
     return InternalCompilerError(what)
+
+
+__all__ = ["Diagnostic", "InternalCompilerError", "PolError", "Span", "dumps", "ice", "render", "render_all", "source_lines", "to_json"]

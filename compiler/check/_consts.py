@@ -1,10 +1,10 @@
 """Phase 2, named constants: `const lookahead = 6`, folded before anything reads them.
 
-`ConstChecker` is the part of the checker (`check._Checker`) that folds every
+`ConstChecker` is the part of the checker (`program._Checker`) that folds every
 `const` to its number (other constants first, a cycle or a non-constant
 reported once), resolves constant dimensions of types, and counts which
 constants are used (an unused one is W0109). Expressions read a constant as
-the number it folded to (`check_expr.ExprChecker.expr_Name`), so nothing after
+the number it folded to (`expr.ExprChecker.expr_Name`), so nothing after
 the checker knows constants exist.
 """
 
@@ -13,13 +13,15 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from . import ast, errors, typed as T
-from .check_expr import MAX_ELEMENTS, const_names, fold
-from .errors import fmt_num
+from ..frontend import ast
+from .. import errors
+from . import typed as T
+from ._state import CheckerState
+from .expr import MAX_ELEMENTS, const_names, fold
 
 
-class ConstChecker:
-    """Constants; the state (`kinds`, `decls`, `consts`, `const_used`, `errors`) is `check._Checker`'s."""
+class ConstChecker(CheckerState):
+    """Constants, over the checker's tables (`CheckerState`: `kinds`, `decls`, `consts`, `const_used`)."""
 
     def check_consts(self) -> list[T.Constant]:
         """Fold every `const`, those it reads first (an iterative depth-first order: a chain of
@@ -66,9 +68,7 @@ class ConstChecker:
                 self.error(errors.undefined_name(n.span, n.id, self.kinds, prefer=("const",)))
                 return None
             if kind != "const":
-                self.error(errors.bad_const(n.span, d.name, f'reads "{n.id}", {errors.KIND_WORDS[kind]}',
-                                            "A constant is known before any evaluation; make it a `latent` to "
-                                            "compute it from observations or weights."))
+                self.error(errors.bad_const(n.span, d.name, errors.const_reads(n.id, kind), errors.CONST_READS_HINT))
                 return None
             if n.id not in self.consts:
                 return None  # reported where it failed
@@ -78,8 +78,7 @@ class ConstChecker:
             self.error(errors.bad_const(d.expr.span, d.name, "is not a number expression"))
             return None
         if not math.isfinite(v):
-            self.error(errors.bad_const(d.expr.span, d.name, f"is not a finite number (it is {fmt_num(v)})",
-                                        "Check for a division by zero or an overflow."))
+            self.error(errors.bad_const(d.expr.span, d.name, errors.not_finite(v), errors.NOT_FINITE_HINT))
             return None
         self.consts[d.name] = v
         return T.Constant(d.name, v, d.doc, d.span)
@@ -111,14 +110,14 @@ class ConstChecker:
                     self.error(errors.undefined_name(n.span, n.id, self.kinds, prefer=("const",)))
                 return None
             if kind != "const":
-                why = f"is {errors.KIND_WORDS[kind]}, not a constant"
+                why = errors.not_a_constant(kind)
             elif n.id not in self.consts:
                 return None  # the constant's own error is reported
             elif not float(self.consts[n.id]).is_integer():
-                why = f"is {fmt_num(self.consts[n.id])}, not a whole number"
+                why = errors.not_whole(self.consts[n.id])
             if why is not None:
                 if report:
-                    self.error(errors.dim_not_integer(n.span, f'"{n.id}"', why))
+                    self.error(errors.dim_not_integer(n.span, errors.quoted(n.id), why))
                 return None
             self.const_used.add(n.id)
             if abs(self.consts[n.id]) > MAX_ELEMENTS:

@@ -24,7 +24,9 @@ end after narrowing (and has no declared bound there) can grow without bound: W0
 from __future__ import annotations
 
 import math
-from . import floats as F, intervals as I, typed as T
+from ..check import typed as T
+from ..util import floats as F
+from . import intervals as I
 from .abstract import run_pass
 from .intervals import Interval
 

@@ -30,13 +30,16 @@ import math
 from collections import ChainMap
 from typing import Iterable, Mapping, MutableMapping, Optional, Sequence, Union
 
-from . import errors, floats as F, intervals as I, typed as T
+from .. import errors
+from ..util import floats as F
+from . import intervals as I
+from ..check import typed as T
 from .deps import Deps
-from .diagnostics import Diagnostic, ice, source_lines
-from .directions import (CONST, DEC, INC, UNKNOWN, Abs, Reason, combine, flip, flipped, scaled, still,
+from ..messages import Diagnostic, ice, source_lines
+from ._directions import (CONST, DEC, INC, UNKNOWN, Abs, Reason, combine, flip, flipped, scaled, still,
                          trig_direction)
 from .intervals import Interval
-from .rational import quotient_direction
+from ._rational import quotient_direction
 
 Env = MutableMapping[str, Abs]
 

@@ -93,3 +93,6 @@ def record(cls):
         if name not in cls.__dict__:  # a class's own method wins, as with dataclass
             setattr(cls, name, method)
     return cls
+
+
+__all__ = ["record"]

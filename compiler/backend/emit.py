@@ -20,10 +20,11 @@ import keyword
 import math
 from typing import Any, Mapping, Optional
 
-from . import priors, transforms, typed as T
-from .diagnostics import ice, source_lines
-from .text import constraint
-from .typed import TypedProgram
+from ..check import priors, typed as T
+from ..analysis import transforms
+from ..messages import ice, source_lines
+from ..check.typed import TypedProgram
+from ..util.text import constraint
 
 # Names the generated module uses itself; a Pol name equal to one gets a trailing "_".
 _RESERVED = {"jax", "jnp", "params", "obs", "weights", "std", "key", "keys", "apply", "distribution",
@@ -591,3 +592,6 @@ def _mlps(tp: TypedProgram) -> list[T.Mlp]:
         if a.std is not None:
             found.update({m.key: m for m in T.mlps_in(a.std)})
     return [found[k] for k in sorted(found)]
+
+
+__all__ = ["emit_hlo", "emit_json", "emit_python", "sha256"]

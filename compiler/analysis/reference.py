@@ -37,8 +37,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from . import typed as T
-from .diagnostics import ice
+from ..check import typed as T
+from ..messages import ice
 from .transforms import sigmoid
 
 Array = np.ndarray

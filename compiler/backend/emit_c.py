@@ -43,10 +43,10 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import typed as T
-from .c_expr import HELPERS, Emitter, Names, comment_text, dims, indices, literal, sub
-from .text import bounds
-from .typed import TypedProgram
+from ..check import typed as T
+from ._c_expr import HELPERS, Emitter, Names, comment_text, dims, indices, literal, sub
+from ..check.typed import TypedProgram
+from ..util.text import bounds
 
 @dataclass(frozen=True)
 class Weights:
@@ -429,3 +429,6 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
         "    }",
         "}",
     ]
+
+
+__all__ = ["CSource", "Weights", "emit_c", "weight_values"]

@@ -14,27 +14,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from . import ast, errors
-from .floats import positions
-from .errors import fmt_num
+from ..frontend import ast
+from .. import errors
+from ..util.floats import positions
 from .typed import Type
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .check import _Checker
-
-
-def _part_text(items) -> str:
-    def one(i) -> str:
-        return str(i) if isinstance(i, int) else f"{i[0]}:{i[1]}"
-
-    return "[" + ", ".join(one(i) for i in items) + "]"
+    from .program import _Checker
 
 
 def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi: float
                    ) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:
     """(lower bounds, upper bounds) of every element of observation `d`, flat in C order, or
     None after reporting an error in its `{...}` block."""
-    from .check_expr import _Poison
+    from .expr import _Poison
 
     shape = typ.shape
     size = 1
@@ -42,7 +35,7 @@ def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi
         size *= n
     lows, highs = [float(lo)] * size, [float(hi)] * size  # flat, in C order
     owner = [-1] * size  # which part gave each element its range
-    whole = f"[{fmt_num(lo)}, {fmt_num(hi)}]"
+    whole = errors.interval_text(lo, hi)
     ok = True
     for k, part in enumerate(d.parts):
         try:
@@ -51,14 +44,14 @@ def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi
             ok = False
             continue
         flat, part_shape = positions(shape, tuple(i if isinstance(i, int) else tuple(i) for i in items))
-        text = _part_text(items)
+        text = errors.part_index(items)
         before = len(checker.errors)
         p_lo, p_hi = checker.range_of(part.range, d.name, typ)
         if len(checker.errors) > before:  # an empty range (E0301)
             ok = False
             continue
         if p_lo < lo or p_hi > hi:
-            checker.error(errors.elem_range_outside(part.range.span, d.name, f"part {text}", p_lo, p_hi, whole))
+            checker.error(errors.elem_range_outside(part.range.span, d.name, errors.part_named(text), p_lo, p_hi, whole))
             ok = False
             continue
         taken = [owner[i] for i in flat]
@@ -67,7 +60,7 @@ def element_bounds(checker: "_Checker", d: ast.ObsDecl, typ: Type, lo: float, hi
             element = _element_text(items, shape, _unravel(next(j for j, t in enumerate(taken) if t >= 0),
                                                            part_shape))
             where = part.items[0].span.to(part.items[-1].span)
-            checker.error(errors.elem_range_overlap(where, d.name, f"The part {text}", element,
+            checker.error(errors.elem_range_overlap(where, d.name, errors.the_part(text), element,
                                                     first.items[0].span.to(first.items[-1].span)))
             ok = False
             continue

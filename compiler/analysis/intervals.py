@@ -37,9 +37,9 @@ import math
 import operator
 from typing import Any, Optional, Sequence, Union
 
-from . import floats as F
+from ..util import floats as F
 from .element_rules import RULES, atan2_rule, power_fractional, power_integer
-from .errors import fmt_num
+from ..errors import fmt_num
 
 INF = math.inf
 

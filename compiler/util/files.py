@@ -89,3 +89,6 @@ def write_atomic(path: PathLike, data: Union[str, bytes]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+__all__ = ["OUTPUT_ERRNOS", "PathLike", "WriteFailed", "naming", "temporary_beside", "write_atomic", "write_error_text"]

@@ -19,8 +19,9 @@ import os
 import re
 from typing import TYPE_CHECKING, Optional
 
-from . import ast, errors, lalr
-from .diagnostics import PolError, ice
+from . import ast, lalr
+from .. import errors
+from ..messages import PolError, ice
 
 if TYPE_CHECKING:  # pragma: no cover
     import lark
@@ -46,7 +47,7 @@ def _grammar_bytes() -> bytes:
     """grammar/pol.lark as shipped, read from beside the grammar package's modules;
     through importlib.resources only where that is not a directory (a zipped install):
     `resources.files()` alone took 4-5 ms of every `polc check`'s start-up."""
-    from . import grammar
+    from .. import grammar
 
     try:
         with open(os.path.join(os.path.dirname(grammar.__file__), "pol.lark"), "rb") as f:
@@ -510,7 +511,7 @@ def _tables() -> Optional[lalr.Tables]:
     """The LALR tables generated from the grammar (`grammar/pol_tables.py`), or None when they
     are not of the grammar shipped beside them (pol.lark edited, the tables not yet
     regenerated): then lark's full parser parses everything, slower, never wrong."""
-    from .grammar import pol_tables
+    from ..grammar import pol_tables
 
     if getattr(pol_tables, "POLC_GRAMMAR", None) != _grammar_bytes().decode("utf-8"):
         return None

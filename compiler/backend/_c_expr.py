@@ -11,9 +11,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from . import typed as T
-from .diagnostics import ice
-from .typed import TypedProgram
+from ..check import typed as T
+from ..messages import ice
+from ..check.typed import TypedProgram
 
 _C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",

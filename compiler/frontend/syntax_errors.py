@@ -17,8 +17,9 @@ from typing import Optional
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from . import ast, errors
-from .diagnostics import Diagnostic, ice
+from . import ast
+from .. import errors
+from ..messages import Diagnostic, ice
 
 # A doc string or a comment; brackets and keywords inside them are not code.
 COMMENT_OR_STRING = re.compile(r'"([^"\\\n]|\\.)*"|#[^\n]*')

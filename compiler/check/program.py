@@ -16,13 +16,15 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
 
-from . import ast, errors, priors, typed as T
-from .diagnostics import Diagnostic, PolError, ice, source_lines
+from ..frontend import ast
+from .. import errors
+from . import priors, typed as T
+from ..messages import Diagnostic, PolError, ice
+from ..util.text import bounds
 from .typed import BOOL, REAL, Type
-from .check_expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
-from .consts import ConstChecker
-from .elements import element_bounds
-from .text import bounds, constraint, interval, number
+from .expr import MAX_ELEMENTS, ExprChecker, _Poison, broadcast_shapes, const_names, fold
+from ._consts import ConstChecker
+from ._elements import element_bounds
 
 def _const_value(e: ast.Expr, consts: Optional[dict[str, float]] = None) -> Optional[Union[float, tuple]]:
     """A weight's initial value or a prior's argument: a number or a (nested) vector literal of
@@ -95,46 +97,13 @@ def _inside(x: float, lo: float, hi: float) -> float:
     return lo + step if x <= lo else hi - step
 
 
-def _prior_suggestion(name: str, family: str, lo: float, hi: float) -> str:
-    """How to make a non-negative prior fit a weight whose constraint allows negative values."""
-    if hi <= 0:
-        return (f'"{name}" is never positive: give it `~ normal(mu, sigma)` (support: all reals), or declare '
-                f"`{name} : real >= 0` and subtract it where it is used.")
-    return (f"Declare `weight {name} : real >= 0` (and start above 0), or give it `~ normal(mu, sigma)`, "
-            "whose support is all reals.")
 
 
 class _Checker(ExprChecker, ConstChecker):
     def __init__(self, prog: ast.Program):
-        self.prog = prog
-        self.errors: list[Diagnostic] = []
-        self.warnings: list[Diagnostic] = []
-        self.decls: dict[str, ast.Decl] = {}
-        self.types: dict[str, Type] = {}  # resolved types of every declared value
-        self.kinds: dict[str, str] = {}
-        self.typed_nodes: dict[str, Union[T.Latent, T.Action]] = {}
-        self.poisoned: set[str] = set()
-        self._mlp_count: dict[str, int] = {}
-        self._current = ""
-        self._lines: Optional[list[str]] = None
+        super().__init__(prog)  # the shared tables (`_state.CheckerState`)
         self._reads: dict[str, set[str]] = {}
         self._descendants: dict[str, set[str]] = {}  # var -> the nodes computed from it (intents' W0110)
-        self.consts: dict[str, float] = {}  # every constant that folded, by name
-        self.const_used: set[str] = set()
-        self.typed_states: dict[str, T.State] = {}
-
-    # ---- helpers ---------------------------------------------------------------------
-
-    def text(self, span: ast.Span) -> str:
-        if self._lines is None:  # split once: intents quote their claims, hundreds in a big program
-            self._lines = source_lines(self.prog.text)
-        lines = self._lines
-        if span.line == span.end_line:
-            return lines[span.line - 1][span.column - 1: span.end_column - 1]
-        parts = [lines[span.line - 1][span.column - 1:]]
-        parts += lines[span.line: span.end_line - 1]
-        parts.append(lines[span.end_line - 1][: span.end_column - 1])
-        return " ".join(p.strip() for p in parts)
 
     # ---- declarations ------------------------------------------------------------------
 
@@ -266,10 +235,8 @@ class _Checker(ExprChecker, ConstChecker):
                 return None
             given[k.name] = k.value
         if len(p.args) > len(family.params) or len(given) != len(family.params):
-            n = len(family.params)
-            self.error(errors.wrong_arity(p.span, p.dist, f"{errors.plural(n, 'argument')}, `"
-                                          + ", ".join(family.params) + "`",
-                                          len(p.args) + len(p.kwargs), f"Write it like `~ {family.example}`."))
+            self.error(errors.wrong_arity(p.span, p.dist, errors.prior_arguments(family.params),
+                                          len(p.args) + len(p.kwargs), errors.write_it_like(family.example)))
             return None
         args = []
         for name in family.params:
@@ -287,12 +254,12 @@ class _Checker(ExprChecker, ConstChecker):
         outside = [x for x in init if not priors.in_support(p.dist, x)]
         if outside and hi > family.support_lo:
             self.error(errors.init_outside_prior(d.init.span, d.name, outside[0], p.dist, support,
-                                                 _prior_suggestion(d.name, p.dist, lo, hi)))
+                                                 errors.prior_suggestion(d.name, hi)))
             return None
         if not priors.covers(p.dist, lo):
             self.error(errors.prior_support(p.span, d.name, p.dist, support,
                                             "unconstrained" if lo == -math.inf and hi == math.inf
-                                            else "constrained " + bounds(lo, hi), _prior_suggestion(d.name, p.dist, lo, hi)))
+                                            else "constrained " + bounds(lo, hi), errors.prior_suggestion(d.name, hi)))
             return None
         return T.Prior(p.dist, tuple(args), p.span)
 
@@ -332,22 +299,15 @@ class _Checker(ExprChecker, ConstChecker):
         if shape == () and typ.shape:
             value = _fill(typ.shape, value)
         elif shape != typ.shape:
-            self.error(errors.state_init_invalid(d.init.span, d.name, f"has shape {errors.fmt_shape(shape)}, but the "
-                                                 f"state is declared {errors.fmt_shape(typ.shape)}",
-                                                 "Give one value (used for every element) or a literal of the "
-                                                 "declared shape."))
+            self.error(errors.state_init_invalid(d.init.span, d.name, *errors.state_init_shape_phrase(shape, typ.shape)))
             return None
         if typ.base == REAL:
             for x in _flat(value):
                 if not math.isfinite(x):
-                    self.error(errors.state_init_invalid(d.init.span, d.name, "must be finite",
-                                                         "Write a finite number; every episode starts from it."))
+                    self.error(errors.state_init_invalid(d.init.span, d.name, *errors.state_init_not_finite_phrase()))
                     return None
                 if not lo <= x <= hi:
-                    self.error(errors.state_init_invalid(
-                        d.init.span, d.name, f"is {number(x)}, outside its declared range "
-                        + (interval(lo, hi) if lo > -math.inf and hi < math.inf else constraint(lo, hi)),
-                        f"Start inside the range, e.g. `= {number(min(max(x, lo), hi))}`."))
+                    self.error(errors.state_init_invalid(d.init.span, d.name, *errors.state_init_outside_phrase(x, lo, hi)))
                     return None
         return typ, lo, hi, value
 
@@ -477,7 +437,7 @@ class _Checker(ExprChecker, ConstChecker):
         lo, hi = self.range_of(d.range, d.name, typ)
         if typ is None:
             raise _Poison()
-        self.need(x, REAL, f'The expression of action "{d.name}"')
+        self.need(x, REAL, errors.action_expression(d.name))
         if broadcast_shapes(x.type.shape, typ.shape) != typ.shape:
             self.fail(errors.declared_type_mismatch(d.expr.span, d.name, str(typ), str(x.type)))
         std = None
@@ -495,12 +455,10 @@ class _Checker(ExprChecker, ConstChecker):
         if len(given) != 1:
             self.fail(errors.wrong_arity(n.span, "normal", "one argument, `std = EXPR`", len(given)))
         std = self.expr(given[0])
-        self.need(std, REAL, f'The noise std of action "{d.name}"')
+        self.need(std, REAL, errors.noise_std_of(d.name))
         if broadcast_shapes(std.type.shape, typ.shape) != typ.shape:
-            want = "a scalar" if not typ.shape else f"of shape {errors.fmt_shape(typ.shape)} or broadcast to it"
-            self.fail(errors.type_mismatch(std.span, f'The noise std of action "{d.name}"', want, str(std.type),
-                                           "Give one std for the whole action, or one per element." if typ.shape else
-                                           "A scalar action has one std: index or reduce it, e.g. `x[0]` or `mean(x)`."))
+            self.fail(errors.type_mismatch(std.span, errors.noise_std_of(d.name), errors.std_shape(typ.shape),
+                                           str(std.type), errors.std_shape_hint(typ.shape)))
         return std
 
     # ---- intents ---------------------------------------------------------------------------------
@@ -515,7 +473,7 @@ class _Checker(ExprChecker, ConstChecker):
         # A state's range may be claimed too (the fixpoint proves it); a direction within one step may not:
         # a state does not change with anything during the step.
         if kind not in ("latent", "action") and not (kind == "state" and isinstance(c, ast.RangeClaim)):
-            self.error(errors.bad_expect_target(target.span, target.id, f"an {kind}" if kind == "obs" else f"a {kind}"))
+            self.error(errors.bad_expect_target(target.span, target.id, errors.a_kind(kind)))
             return None
         if target.id in self.poisoned or (target.id not in self.typed_nodes and target.id not in self.typed_states):
             return None
@@ -666,3 +624,6 @@ def check_program(prog: ast.Program) -> tuple[T.TypedProgram, list[Diagnostic]]:
     checker = _Checker(prog)
     tp = checker.run()
     return tp, sorted(checker.warnings, key=_position)
+
+
+__all__ = ["check_program"]

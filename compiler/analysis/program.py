@@ -38,12 +38,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import errors, typed as T
+from .. import errors
+from ..check import typed as T
 from .abstract import CONST, Pass, run_cone, run_pass
-from .diagnostics import Diagnostic
+from ..messages import Diagnostic
 from .fixpoint import state_ranges
 from .intervals import Interval
-from .text import bounds
+from ..util.text import bounds
 
 PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
 

@@ -27,8 +27,9 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from . import reference, transforms, typed as T
-from .errors import fmt_num
+from . import reference, transforms
+from ..check import typed as T
+from ..errors import fmt_num
 from .intervals import Interval
 
 N_SAMPLES = 256

@@ -1,6 +1,6 @@
 """Phase 2, expressions: the type and static shape of every expression.
 
-`ExprChecker` is the part of the checker (`check._Checker`) that types one
+`ExprChecker` is the part of the checker (`program._Checker`) that types one
 expression tree: names, operators, indexing, vector literals and builtin
 calls (`mlp` included), with NumPy broadcasting. An expression that is wrong
 reports one error and raises `_Poison`, which unwinds to its declaration.
@@ -11,8 +11,11 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
 
-from . import ast, errors, typed as T
-from .diagnostics import Diagnostic, ice
+from ..frontend import ast
+from .. import errors
+from . import typed as T
+from ..messages import Diagnostic, ice
+from ._state import CheckerState
 from .typed import BOOL, REAL, Type
 
 # The most elements any one value may have (an 84x84x3 image fits): beyond it the
@@ -103,11 +106,8 @@ def _whole_refs(e: T.TExpr) -> list[T.Ref]:
     return [r for c in T.children(e) for r in _whole_refs(c)]
 
 
-class ExprChecker:
-    """Expression typing; the state (`kinds`, `types`, `poisoned`, `errors`, ...) is `check._Checker`'s."""
-
-    def error(self, d: Diagnostic) -> None:
-        self.errors.append(d)
+class ExprChecker(CheckerState):
+    """Expression typing over the checker's tables (`CheckerState`: `kinds`, `types`, `poisoned`, ...)."""
 
     def fail(self, d: Diagnostic):
         self.errors.append(d)
@@ -123,8 +123,8 @@ class ExprChecker:
         if math.prod(x.type.shape) > MAX_ELEMENTS:
             self.fail(errors.too_large(e.span, x.type.shape, MAX_ELEMENTS))
         if len(x.type.shape) > MAX_NDIM:  # vector literals nested 65 deep: numpy stops at 64
-            self.fail(errors.limit_exceeded(e.span, f"This value has {len(x.type.shape)} dimensions",
-                                            f"{MAX_NDIM} dimensions"))
+            self.fail(errors.limit_exceeded(e.span, errors.value_dimensions(len(x.type.shape)),
+                                            errors.dimensions(MAX_NDIM)))
         return x
 
     def expr_Number(self, e: ast.Number) -> T.TExpr:
@@ -174,8 +174,8 @@ class ExprChecker:
     def need(self, x: T.TExpr, base: str, what: str, hint: Optional[str] = None) -> None:
         if x.type.base != base:
             if hint is None and base == REAL:
-                hint = "Turn a condition into a number with `if c then 1 else 0`."
-            self.fail(errors.type_mismatch(x.span, what, f"{base}", str(x.type), hint))
+                hint = errors.BOOL_TO_REAL_HINT
+            self.fail(errors.type_mismatch(x.span, what, base, str(x.type), hint))
 
     def bshape(self, span: ast.Span, op: str, *xs: T.TExpr) -> tuple[int, ...]:
         shape: tuple[int, ...] = ()
@@ -189,23 +189,23 @@ class ExprChecker:
     def expr_Unary(self, e: ast.Unary) -> T.TExpr:
         x = self.expr(e.operand)
         if e.op == "not":
-            self.need(x, BOOL, "The operand of `not`", "Compare first, e.g. `not (x > 0)`.")
+            self.need(x, BOOL, "The operand of `not`", errors.NOT_HINT)
             return T.Unary("not", x, x.type, e.span)
-        self.need(x, REAL, f"The operand of unary `{e.op}`")
+        self.need(x, REAL, errors.operand_of(e.op))
         return x if e.op == "+" else T.Unary("neg", x, x.type, e.span)
 
     def expr_Binary(self, e: ast.Binary) -> T.TExpr:
         left, right = self.expr(e.left), self.expr(e.right)
         op = T.BINARY_OPS[e.op]
         if op in ("and", "or"):
-            self.need(left, BOOL, f"The left operand of `{e.op}`", "Compare first, e.g. `x > 0 and y > 0`.")
-            self.need(right, BOOL, f"The right operand of `{e.op}`", "Compare first, e.g. `x > 0 and y > 0`.")
+            self.need(left, BOOL, errors.operand_of(e.op, "left"), errors.AND_OR_HINT)
+            self.need(right, BOOL, errors.operand_of(e.op, "right"), errors.AND_OR_HINT)
             base = BOOL
         elif op in ("eq", "ne") and left.type.base == BOOL and right.type.base == BOOL:
             base = BOOL
         else:
-            self.need(left, REAL, f"The left operand of `{e.op}`")
-            self.need(right, REAL, f"The right operand of `{e.op}`")
+            self.need(left, REAL, errors.operand_of(e.op, "left"))
+            self.need(right, REAL, errors.operand_of(e.op, "right"))
             base = BOOL if op in ("eq", "ne", "lt", "le", "gt", "ge") else REAL
         shape = self.bshape(e.op_span, e.op, left, right)
         return T.Binary(op, left, right, Type(base, shape), e.span)
@@ -215,9 +215,9 @@ class ExprChecker:
 
     def select(self, span: ast.Span, what: str, c: T.TExpr, a: T.TExpr, b: T.TExpr) -> T.TExpr:
         example = self.text(c.span) if len(self.text(c.span)) <= 30 else "x"
-        self.need(c, BOOL, f"The condition of `{what}`", f"Write a comparison, e.g. `{example} > 0`.")
+        self.need(c, BOOL, errors.condition_of(what), errors.comparison_hint(example))
         if a.type.base != b.type.base:
-            self.fail(errors.type_mismatch(b.span, f"Both branches of `{what}`", f"{a.type.base} like the first",
+            self.fail(errors.type_mismatch(b.span, errors.branches_of(what), errors.like_the_first(a.type.base),
                                            str(b.type)))
         shape = self.bshape(span, what, c, a, b)
         return T.Select(c, a, b, Type(a.type.base, shape), span)
@@ -321,7 +321,7 @@ class ExprChecker:
         if reducing:
             self.arity(e, "1 argument (and optionally `axis = k`)", len(e.args) == 1)
             x = self.expr(e.args[0])
-            self.need(x, REAL, f"The argument of `{f}`")
+            self.need(x, REAL, errors.argument_of(f))
             axis = None
             shape: tuple[int, ...] = ()
             if "axis" in kw:
@@ -336,18 +336,18 @@ class ExprChecker:
         args = tuple(self.expr(a) for a in e.args)
         if f in T.ELEMENTWISE:
             self.arity(e, "1 argument", len(args) == 1)
-            self.need(args[0], REAL, f"The argument of `{f}`")
+            self.need(args[0], REAL, errors.argument_of(f))
             return T.Apply(f, args, args[0].type, e.span)
         if f in T.BINARY_FUNCS:
             expected = "1 argument (a reduction) or 2 (elementwise)" if f in ("min", "max") else "2 arguments"
             self.arity(e, expected, len(args) == 2)
             for i, a in enumerate(args):
-                self.need(a, REAL, f"Argument {i + 1} of `{f}`")
+                self.need(a, REAL, errors.argument_of(f, i))
             return T.Apply(f, args, Type(REAL, self.bshape(e.span, f, *args)), e.span)
         if f == "clip":
             self.arity(e, "3 arguments (x, lo, hi)", len(args) == 3)
             for i, a in enumerate(args):
-                self.need(a, REAL, f"Argument {i + 1} of `clip`")
+                self.need(a, REAL, errors.argument_of("clip", i))
             return T.Apply(f, args, Type(REAL, self.bshape(e.span, f, *args)), e.span)
         if f == "isfinite":
             self.arity(e, "1 argument", len(args) == 1)
@@ -390,28 +390,28 @@ class ExprChecker:
             self.fail(errors.wrong_arity(e.span, "mlp", "at least 1 input", 0))
         inputs = tuple(self.expr(a) for a in e.args)
         for i, x in enumerate(inputs):
-            self.need(x, REAL, f"Input {i + 1} of `mlp`")
+            self.need(x, REAL, errors.mlp_input(i))
         hidden: tuple[int, ...] = (64, 64)
         if "hidden" in kw:
             v = kw["hidden"].value
             sizes = [self.int_value(i) for i in v.items] if isinstance(v, ast.Vector) else [None]
             if not sizes or any(s is None or not 0 < s <= MAX_LAYER for s in sizes):
                 self.fail(errors.bad_keyword_value(v.span, "mlp", "hidden",
-                                                   f"a list of layer sizes from 1 to {MAX_LAYER}, like [64, 64]"))
+                                                   errors.layer_sizes(MAX_LAYER)))
             hidden = tuple(sizes)
         out = 0
         if "out" in kw:
             n = self.int_value(kw["out"].value)
             if n is None or not 0 < n <= MAX_LAYER:
                 self.fail(errors.bad_keyword_value(kw["out"].value.span, "mlp", "out",
-                                                   f"an integer from 1 to {MAX_LAYER}"))
+                                                   errors.integer_from_1(MAX_LAYER)))
             out = n
         activation = "tanh"
         if "activation" in kw:
             v = kw["activation"].value
             if not (isinstance(v, ast.Name) and v.id in T.ACTIVATIONS):
                 self.fail(errors.bad_keyword_value(v.span, "mlp", "activation",
-                                                   " or ".join(f"`{a}`" for a in T.ACTIVATIONS)))
+                                                   errors.one_of(T.ACTIVATIONS)))
             activation = v.id
         k = self._mlp_count.get(self._current, 0)
         self._mlp_count[self._current] = k + 1

@@ -7,24 +7,10 @@ from; nothing here knows what a name means or what shape a value has (that is
 
 from __future__ import annotations
 
-from .record import record
 from typing import Optional, Union
 
-
-@record
-class Span:
-    """A region of one source file. Lines and columns are 1-based; the end is
-    exclusive in columns (`end_column` is one past the last character)."""
-
-    file: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-
-    def to(self, other: "Span") -> "Span":
-        """The span from the start of `self` to the end of `other`."""
-        return Span(self.file, self.line, self.column, other.end_line, other.end_column)
+from ..messages import Span
+from ..util.record import record
 
 
 # ---- expressions -----------------------------------------------------------

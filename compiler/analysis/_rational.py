@@ -22,8 +22,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional
 
-from . import intervals as I, typed as T
-from .directions import CONST, UNKNOWN, Abs, flip
+from . import intervals as I
+from ..check import typed as T
+from ._directions import CONST, UNKNOWN, Abs, flip
 from .intervals import Interval
 
 Evaluate = Callable[[T.TExpr], Abs]
