@@ -5,7 +5,7 @@
 On the Car Racing example (examples/car_racing/initial.pol), at its initial weights:
 
 1. Same outputs first: the C batch entry point against jit(vmap(apply)) on 4096 rows
-   (actions and latents within 64 ulps of max(|x|, 1), as tests/test_emit_c.py).
+   (actions and latents within 64 ulps of max(|x|, 1), as tests/compiler/backend/test_emit_c.py).
 2. Batch 1: the jitted JAX call (`policy.apply(params, obs)`, block_until_ready)
    against one C call of `car_racing_step`, timed in a C loop in another translation
    unit (no inlining across it; 1000 calls per Python call, over 64 different rows),

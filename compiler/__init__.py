@@ -6,7 +6,7 @@
     actions, latents = policy.apply(params, obs)
 
 Phases in order, each a room (a subpackage) importing only itself and earlier rooms
-(tests/test_import_order.py reads every import to check it):
+(tests/project/test_import_order.py reads every import to check it):
 
     util/      helpers with no Pol knowledge, the runtime's too: `files` (write_atomic),
                `record`, `floats`. Imports nothing of polc, so both sides can share it.

@@ -2,7 +2,7 @@
 
 The names come from the compiler (`polc.check.expr.FUNCTIONS`, the grammar's
 reserved words); the signatures and one-line docs are written here, once, from
-docs/language.md's table. tests/test_lsp.py keeps the two in step: a builtin
+docs/language.md's table. tests/lsp/test_lsp.py keeps the two in step: a builtin
 the checker accepts without a signature here fails it.
 """
 

@@ -150,7 +150,7 @@ def _check(doc: Document) -> None:
     """`polc.loads`' phases, each run once, keeping what each produced for the index and
     hover (the AST; the typed program and analysis even when the analysis finds an error).
     The diagnostics are composed as `loads` and `polc check --verbose` compose them;
-    tests/test_lsp.py compares the two on every example and golden program."""
+    tests/lsp/test_lsp.py compares the two on every example and golden program."""
     from polc import Program
     from polc.analysis.program import analyze_program
     from polc.check.program import check_program

@@ -3,7 +3,7 @@
 #   chromium  a real browser: `polc report` pages are opened and checked headless
 #   neovim    a real LSP client: `polc lsp` is driven through it
 #   libseccomp2  the analysis sandbox's seccomp filter (pyseccomp loads it; Debian's apt needs it too)
-#   gcc       a C compiler: the C back end's output is built and run against JAX (tests/test_emit_c.py)
+#   gcc       a C compiler: the C back end's output is built and run against JAX (tests/compiler/backend/test_emit_c.py)
 # Installs only what is missing, and only where apt-get and root (or sudo) exist;
 # elsewhere it says what to install and the tests that need them skip with that reason.
 set -euo pipefail

@@ -15,7 +15,18 @@ environment, so xdist's workers and every `polc` subprocess a test starts share 
 import atexit
 import os
 import shutil
+import sys
 import tempfile
+
+# The tests live in folders by the part they test (tests/compiler/<room>/, tests/runtime/<part>/,
+# tests/lsp/, tests/project/), and a few share a helper with a test module of another folder
+# (`from test_differential import programs`): every folder is importable by module name, as the
+# helpers here at the top (refine_helpers, llm_fake_server...) are, whichever files a run selects.
+# Test modules' names are unique across the folders (there is no package here).
+for _dir, _subdirs, _files in sorted(os.walk(os.path.dirname(os.path.abspath(__file__)))):
+    _subdirs[:] = sorted(d for d in _subdirs if d not in ("__pycache__", "golden", "data"))
+    if _dir not in sys.path:
+        sys.path.append(_dir)
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Ray reads these when it is imported, so they are set here, before any test module imports it:

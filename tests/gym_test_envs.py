@@ -1,4 +1,4 @@
-"""Two environments polc never registered, for tests/test_gym_env.py: `gym:` ids
+"""Two environments polc never registered, for tests/runtime/envs/test_gym_env.py: `gym:` ids
 are made by gymnasium's own `module:ID` form (`gym:gym_test_envs:DictReach-v0`).
 
 DictReach has Dict spaces (named by their keys); FlatReach the same point mass
@@ -94,7 +94,7 @@ def closeness(columns: dict) -> np.ndarray:
     return -np.abs(columns["obs.target"] - columns["obs.pos"])
 
 
-# ---- user functions that go wrong (tests/test_task_files.py) ----------------------------------
+# ---- user functions that go wrong (tests/runtime/task/test_task_files.py) ----------------------------------
 
 
 def three_values_expert(obs: dict) -> np.ndarray:

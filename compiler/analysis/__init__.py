@@ -4,7 +4,7 @@
 (`intervals`, one element's rules in `element_rules`), directions of effect
 (`abstract`), weight dependencies (`deps`), counterexamples searched with the
 NumPy `reference` interpreter, and the constraint `transforms` both the interpreter
-and the back end apply. Imports only earlier rooms (tests/test_import_order.py).
+and the back end apply. Imports only earlier rooms (tests/project/test_import_order.py).
 """
 
 import lazy_loader as lazy

@@ -14,7 +14,7 @@ log(1) = 0, the infinities, a power that is a float exactly), which every implem
 within an ulp returns as it is. sin, cos, sqrt and logaddexp (softplus, and inside
 sigmoid) agree with NumPy bit for bit (NumPy calls the C library for them, or they are
 IEEE operations), and abs, sign, relu and square (x * x) are exact: none of those is
-widened. tests/test_intervals.py holds NumPy's value at the ends of every rule.
+widened. tests/compiler/analysis/test_intervals.py holds NumPy's value at the ends of every rule.
 """
 
 from __future__ import annotations

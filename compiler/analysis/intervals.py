@@ -19,7 +19,7 @@ Conventions that keep it sound and nan-free:
 - Ends are computed with the same float operations the program performs
   (IEEE rounding is monotone), so a float value computed from inputs inside
   the input intervals lands inside the output interval. That is the property
-  `tests/test_intervals.py` checks. Sums add in NumPy's order (`floats.py`);
+  `tests/compiler/analysis/test_intervals.py` checks. Sums add in NumPy's order (`floats.py`);
   where NumPy's exp, tanh, log, power or arctan2 may round unlike the C
   library's (which `math` calls), the end is widened by a few ulps
   (`element_rules.py`).

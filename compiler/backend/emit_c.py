@@ -19,7 +19,7 @@ op for op, with XLA's semantics where C's would differ:
     mlp                    flax Dense: y = (x @ kernel) + bias, the dot accumulated from 0 in input order
 The last bits can differ from XLA's where XLA's CPU code uses its own approximations (exp,
 log, tanh and the logistic are not libm's there: up to 4 ulps, benchmarks/bench_c.py) or
-another summation order (its dot): the tests bound that in ulps (tests/test_emit_c.py,
+another summation order (its dot): the tests bound that in ulps (tests/compiler/backend/test_emit_c.py,
 docs/deploying.md). `c_expr` writes the expressions; this module the files.
 
 Every array is unrolled element by element: Pol programs are small, and the code then

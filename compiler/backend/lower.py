@@ -259,7 +259,7 @@ class TransformGroup(NamedTuple):
     per-weight transforms' (`emit` still prints one line per weight) to within one
     float32 rounding: a bound of 0 or a width of 1 that the per-weight form leaves
     out is an exact `0 +` or `1 *` here, but XLA's vectorised exp may differ from
-    its scalar one in the last bit (tests/test_lower_groups.py)."""
+    its scalar one in the last bit (tests/compiler/backend/test_lower_groups.py)."""
 
     kind: str
     weights: tuple  # the typed weights, in declaration order

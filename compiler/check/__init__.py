@@ -2,7 +2,7 @@
 
 `check_program(ast) -> (TypedProgram, warnings)` is the entry (`program`, with the
 expression rules in `expr`); `typed` is the typed tree every later phase reads.
-Imports only earlier rooms (tests/test_import_order.py).
+Imports only earlier rooms (tests/project/test_import_order.py).
 """
 
 import lazy_loader as lazy

@@ -2,7 +2,7 @@
 
 `parse_program(text, file)` is the entry; `lalr` drives the LALR tables built from
 grammar/pol.lark, `syntax_errors` labels what lark could not parse. Imports only
-`polc.messages`, `polc.errors` and `polc.util` (tests/test_import_order.py).
+`polc.messages`, `polc.errors` and `polc.util` (tests/project/test_import_order.py).
 """
 
 import lazy_loader as lazy

@@ -12,7 +12,7 @@ lark's keyword callbacks retype a match that equals a string terminal). Tokens a
 Any text the tables reject raises `Reject`, and the caller parses it again with lark
 itself, whose errors polc's syntax messages are made from; so this path is only ever
 asked to be fast on valid programs and to agree with lark on them
-(tests/test_parser_paths.py: every example, golden and generated program).
+(tests/compiler/frontend/test_parser_paths.py: every example, golden and generated program).
 
 Why not lark's own standalone parser: its runtime is most of lark (a 230 KB module,
 logging, pickle and 120 classes), and rebuilding its table objects from their

@@ -9,7 +9,7 @@ fails there is parsed again by lark's full parser, the tree transformed as lark
 does it: syntax errors become located diagnostics whose sentence comes from an
 example table (`SYNTAX_EXAMPLES`) matched by parser state, as lark does for its
 own grammar language (see `syntax_errors.py`), and every other failure is what
-that path raises. The two paths build equal ASTs (tests/test_parser_paths.py).
+that path raises. The two paths build equal ASTs (tests/compiler/frontend/test_parser_paths.py).
 """
 
 from __future__ import annotations

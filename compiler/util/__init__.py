@@ -3,7 +3,7 @@
 They live under `polc` (this directory is compiler/util/) because the package `polc`
 is compiler/ (pyproject's package-dir); a top-level folder of its own would need
 another package mapping in every install. Nothing here imports anything from `polc`
-(tests/test_import_order.py), so `polc.runtime` can use them without pulling in a
+(tests/project/test_import_order.py), so `polc.runtime` can use them without pulling in a
 compiler phase, and the compiler without importing the runtime.
 
     record  `record`, a frozen dataclass cheaper to define (the syntax trees, `Span`)

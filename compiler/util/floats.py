@@ -15,7 +15,7 @@ contiguous trailing axes with pairwise summation (`pairwise_sum` in
 numpy/_core/src/umath/loops_utils.h.src: fewer than 8 terms one by one; up
 to 128 with 8 accumulators; above that, recursively in two halves) and adds
 the results for each index of the other reduced axes one after the other,
-in C order. tests/test_floats.py checks this against the installed NumPy bit
+in C order. tests/compiler/analysis/test_floats.py checks this against the installed NumPy bit
 for bit on random shapes and axes.
 
 A `Floats` converts to a NumPy array where NumPy is about (`np.asarray(iv.lo)`,

@@ -65,7 +65,7 @@ if CAR_RACING.env_id not in gym.registry:
     gym.register(id=CAR_RACING.env_id, entry_point="polc.runtime.envs.car_racing:SemanticCarRacing",
                  max_episode_steps=_CAR_RACING_STEPS, reward_threshold=900,
                  # Its first-step check warns on actions given as Python floats or JAX
-                 # arrays; tests/test_env_car_racing.py runs gymnasium's full check_env instead.
+                 # arrays; tests/runtime/envs/test_env_car_racing.py runs gymnasium's full check_env instead.
                  disable_env_checker=True)
 
 if DOOR.env_id not in gym.registry:  # metaworld's 500-step horizon; the metric is over these steps

@@ -18,7 +18,7 @@ rounded, in numpy's float64 and in Python's float alike, so every value below eq
 gymnasium's bit for bit (`float()` of a numpy float64 is exact); `_sign` and `_clip01` return
 what `np.sign` and `np.clip(x, 0, 1)` return (the signed zeros and NaN included, and an int for
 an int, as `np.sign` does); only the types differ (float instead of numpy.float64).
-tests/test_env_car_racing.py steps this car and gymnasium's side by side and compares every
+tests/runtime/envs/test_env_car_racing.py steps this car and gymnasium's side by side and compares every
 body's position, angle and velocities, every wheel's state and every observation bit for bit,
 over random, braking and expert driving.
 

@@ -10,7 +10,7 @@ termination untouched) and changes three things:
    instead of numpy scalars (`car_dynamics.ScalarCar`, the same IEEE operations).
    Rewards, terminations, truncations and every body's state are bit-identical to
    `gymnasium.make("CarRacing-v3")` for the same seed and actions
-   (tests/test_env_car_racing.py).
+   (tests/runtime/envs/test_env_car_racing.py).
 2. Observations: a dict of named float32 arrays computed from the simulator state
    (`CAR_RACING.obs` lists them with shapes, ranges and docs; `observe`).
 3. Actions: a dict `{"steer", "gas", "brake"}` of floats, clipped to their ranges.

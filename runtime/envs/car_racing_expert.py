@@ -10,7 +10,7 @@ The recipe (each piece a short function below):
 
 The constants in `ExpertConfig` were tuned on demonstration seeds 100..249 (never
 on evaluation seeds). Measured on the evaluation seeds 10_000..: mean return
-918.8 +- 7.2 over 10 seeds, 923.2 +- 9.9 over 50 (tests/test_expert_car_racing.py).
+918.8 +- 7.2 over 10 seeds, 923.2 +- 9.9 over 50 (tests/runtime/envs/test_expert_car_racing.py).
 Box2D caps a body's speed at 100 units/s (2 units per 1/50 s step), so `v_top`
 only matters as "full gas on straights".
 

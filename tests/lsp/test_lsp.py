@@ -28,7 +28,7 @@ from polc.fmt import format_program
 from polc.lsp import analyze_document, builtins
 from polc.frontend.parse import parse_program
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
 BROKEN = sorted((ROOT / "tests" / "golden").glob("*.pol"))
 CAR = ROOT / "examples" / "car_racing" / "initial.pol"
@@ -375,7 +375,7 @@ def test_document_symbols_outline_the_program(lsp):
 
 
 def test_formatting_is_polc_fmt(lsp, tmp_path):
-    # The shipped example is formatted (tests/test_examples_fmt.py): undo that with extra blanks.
+    # The shipped example is formatted (tests/compiler/tools/test_examples_fmt.py): undo that with extra blanks.
     text = CAR.read_text(encoding="utf-8").replace(" = ", "   =   ").replace("\n\n", "\n\n\n\n")
     uri = lsp.open(text, tmp_path / "fmt.pol")
     opts = L.FormattingOptions(tab_size=4, insert_spaces=True)

@@ -21,7 +21,7 @@ import pytest
 
 from polc import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "editors" / "nvim"
 
 INIT = r"""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Import name -> source folder, as pyproject.toml's package-dir maps them (most specific first).
 PACKAGES = (("polc.runtime", ROOT / "runtime"), ("polc.grammar", ROOT / "grammar"), ("polc.lsp", ROOT / "lsp"),
             ("polc", ROOT / "compiler"))

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_editable_install_maps_the_folders():
@@ -41,7 +41,7 @@ def wheel(tmp_path_factory):
 def test_wheel_contains_packages_and_grammar(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "polc/__init__.py" in names
-    assert "polc/check.py" in names
+    assert "polc/check/program.py" in names
     assert "polc/grammar/pol.lark" in names
     assert "polc/runtime/__init__.py" in names
     assert not any(n.startswith(("compiler/", "runtime/", "grammar/", "tests/")) for n in names)

@@ -115,7 +115,7 @@ def test_the_witness_really_breaks_the_intent():
 def test_the_example_programs_give_the_same_verdicts():
     import pathlib
 
-    root = pathlib.Path(__file__).resolve().parents[1] / "examples" / "car_racing" / "slip"
+    root = pathlib.Path(__file__).resolve().parents[3] / "examples" / "car_racing" / "slip"
     if not root.exists():
         pytest.skip("examples not present")
     verdicts = {}
@@ -431,7 +431,7 @@ latent e = mlp(x, y; hidden = [4], out = 2)
 action u : real[2] in [-1, 1] = tanh(e) * g + b ~ normal(std = 0.1 + softplus(k))
 action v : real in [0, 1] = sigmoid(c + d + sum(a))
 """]
-    root = pathlib.Path(__file__).resolve().parents[1] / "examples"
+    root = pathlib.Path(__file__).resolve().parents[3] / "examples"
     texts += [f.read_text() for f in sorted(root.rglob("*.pol"))]
     rng = np.random.default_rng(0)
     for text in texts:
@@ -465,7 +465,7 @@ def test_analysis_never_imports_jax():
             "assert not any(m == 'jax' or m.startswith('jax.') for m in sys.modules), 'jax imported'\n")
     import pathlib
 
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[3]
     if not (root / "examples" / "car_racing" / "initial.pol").exists():
         code = code.replace("polc.loads(open('examples/car_racing/initial.pol').read())\n", "")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)

@@ -21,7 +21,7 @@ from polc.frontend.parse import parse_program
 from test_differential import programs  # the shared random program writer
 from tiers import examples
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def typed(text: str) -> T.TypedProgram:

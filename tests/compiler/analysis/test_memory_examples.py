@@ -18,7 +18,7 @@ import pytest
 import polc
 from polc.analysis.reference import run as reference_run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples" / "memory").glob("*.pol"))
 STEPS, ENVS = 300, 32
 

@@ -16,7 +16,7 @@ from polc.check.program import check_program
 from polc.backend.lower import lower
 from polc.frontend.parse import parse_program
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.pol"), recursive=True))
 
 PROGRAM = """policy demo "A demo of every construct."
@@ -229,7 +229,7 @@ def test_emitted_guarded_branches_have_the_lowering_s_finite_gradients(tmp_path)
 def test_emit_json_is_near_linear_in_the_number_of_declarations():
     """Each node's span once split the whole source again (a 20,000-latent chain: > 100 s).
     Timed in this process's CPU time, so another worker's load does not decide it, and both
-    sizes best of 3, interleaved, as tests/test_hostile_input.py's scaling checks are (one
+    sizes best of 3, interleaved, as tests/compiler/frontend/test_hostile_input.py's scaling checks are (one
     run of the big one alone measured 0.59 s where its best of 3 is 0.10 s: a collection of
     the garbage the checker left falls in it)."""
     import time

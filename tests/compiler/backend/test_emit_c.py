@@ -39,7 +39,7 @@ from polc.runtime.io.c_policy import CFLAGS, build_many, c_compiler
 from test_differential import programs
 from tiers import examples
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOLERANCE = 64  # ulps of max(|x|, 1): see the module docstring
 EVERY_OP_TOLERANCE = 8  # one op deep: the libm-versus-XLA difference itself, plus one rounding
 

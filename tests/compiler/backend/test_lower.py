@@ -13,7 +13,7 @@ from polc.check.program import check_program
 from polc.backend.lower import CompiledPolicy, lower
 from polc.frontend.parse import parse_program
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.pol"), recursive=True))
 
 
@@ -259,7 +259,7 @@ def test_examples_vmap_equals_a_loop_and_gradients_are_finite(path):
     params = policy.init(jax.random.PRNGKey(0))
     rng = np.random.default_rng(0)
     batch = random_obs(policy, rng, (5,))
-    if policy.state0:  # a program with memory steps from a state (tests/test_memory_lower.py has the rest)
+    if policy.state0:  # a program with memory steps from a state (tests/compiler/backend/test_memory_lower.py has the rest)
         return _stateful_vmap_equals_a_loop(policy, params, batch)
     acts, lats = jax.vmap(policy.apply, in_axes=(None, 0))(params, batch)
     for i in range(5):

@@ -15,7 +15,7 @@ from polc.backend.lower import transform_groups
 
 from test_lower import compile_text
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.pol"), recursive=True))
 
 # Every kind, bounds of 0 and width 1 (the per-weight form leaves their operation out),

@@ -16,7 +16,7 @@ from polc.check import program as check_module
 from polc.cli import main
 from polc.messages import ice
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
 IDS = [p.relative_to(ROOT / "examples").as_posix() for p in EXAMPLES]
 WARNS = ROOT / "examples" / "car_racing" / "slip" / "round0.pol"  # an unconstrained coefficient: W0406

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 CAR_RACING = ROOT / "examples" / "car_racing" / "initial.pol"
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
 

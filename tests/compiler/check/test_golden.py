@@ -1,8 +1,8 @@
 """Golden diagnostics: one bad program per file under tests/golden/, its full
 `polc check` output beside it, diffed whole.
 
-    pytest tests/test_golden.py                   # compare
-    pytest tests/test_golden.py --update-golden   # rewrite the .expected files (like `dune promote`)
+    pytest tests/compiler/check/test_golden.py                   # compare
+    pytest tests/compiler/check/test_golden.py --update-golden   # rewrite the .expected files (like `dune promote`)
 
 A program may start with a line `# check-args: ARGS` to pass extra options
 to `polc check` (e.g. `--verbose`). Paths are relative to the repository root,
@@ -25,8 +25,8 @@ from polc import errors
 from polc.cli import main
 from polc.messages import Diagnostic
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).resolve().parent / "golden"
+ROOT = Path(__file__).resolve().parents[3]
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 CASES = sorted(GOLDEN.glob("*.pol"))
 CODE = re.compile(r"^\w+ (?:error|warning|note) \[([EWI]\d{4})\]", re.MULTILINE)
 

@@ -12,7 +12,7 @@ import pytest
 import polc
 from polc import PolError, loads
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
 
 

@@ -18,7 +18,7 @@ from polc.cli import main
 from polc.messages import PolError, source_lines
 from tiers import examples
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
 
 # Punctuation the grammar uses, and characters it never expects.

@@ -1,7 +1,7 @@
 """`polc.frontend.lalr` and the tables `polc.grammar.regen` writes: the tables are lark's, and the
 tokens `Tables` scans are the ones lark's contextual lexer gives the same parse.
 
-The fast path's ASTs are held to the full path's in tests/test_parser_paths.py;
+The fast path's ASTs are held to the full path's in tests/compiler/frontend/test_parser_paths.py;
 these tests hold the pieces underneath to lark itself."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from polc.frontend import lalr, parse
 from polc.grammar import pol_tables, regen
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
 
 

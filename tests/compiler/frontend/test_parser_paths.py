@@ -19,7 +19,7 @@ from polc.frontend import parse
 from polc.messages import PolError
 from polc.grammar import regen
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gen_program  # noqa: E402
 

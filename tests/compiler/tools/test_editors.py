@@ -16,7 +16,7 @@ import pytest
 
 from polc.check.expr import FUNCTIONS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 VSCODE = ROOT / "editors" / "vscode"
 GRAMMAR = VSCODE / "syntaxes" / "pol.tmLanguage.json"
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))

@@ -11,7 +11,7 @@ import pytest
 from polc.fmt import format_program
 from polc.frontend.parse import parse_program
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").rglob("*.pol")
                   if "session" not in p.parts)
 

@@ -14,7 +14,7 @@ from polc.fmt import WIDTH, format_program, format_text
 from polc.frontend.parse import parse_program
 from tiers import examples
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(ROOT.glob("examples/**/*.pol"))
 
 # Inline programs that together use every construct of grammar/pol.lark.

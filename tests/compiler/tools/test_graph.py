@@ -14,7 +14,7 @@ import polc
 from polc import graph, layout
 from polc.check import typed as T
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 SVG = "{http://www.w3.org/2000/svg}"
 
 # 36 names, edges over several layers, std-only reads, an action read by nothing.

@@ -13,7 +13,7 @@ from polc.backend.emit import emit_json
 from polc.fmt import format_text
 from polc.graph import edges, to_dot, to_svg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 FSM = """policy pick "phases"
 const APPROACH = 0

@@ -13,7 +13,7 @@ import pytest
 
 from polc.watch import watch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 GOOD = (ROOT / "examples" / "car_racing" / "initial.pol").read_text(encoding="utf-8")
 
 

@@ -33,7 +33,7 @@ expect s >= 0
 """
 
 WEIGHTS = {"k": 1.0, "g": 0.5, "c": 0.5}
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "car_racing"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "car_racing"
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_diagnostics import frame
+from test_trace_checks import frame
 
 import polc
 from polc.runtime.diagnostics import DiagnosticsError, builtin_report
@@ -70,6 +70,6 @@ def test_the_door_task_declares_grab_constant_and_the_hands_moves():
     from polc.runtime.task import load_task
     from pathlib import Path
 
-    task = load_task(str(Path(__file__).resolve().parents[1] / "examples" / "door"))
+    task = load_task(str(Path(__file__).resolve().parents[3] / "examples" / "door"))
     assert task.expect.constant == ("grab",)
     assert task.expect.moves == (("dx", "hand", 0), ("dy", "hand", 1), ("dz", "hand", 2))

@@ -15,7 +15,7 @@ from gymnasium.envs.classic_control.pendulum import PendulumEnv
 from polc.runtime.envs.disturbance import ConstantDisturbance, last_half_abs_angle, make_pendulum_disturbed
 from polc.runtime.envs.gym_env import resolve
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TASK = ROOT / "examples" / "pendulum_disturbed"
 
 

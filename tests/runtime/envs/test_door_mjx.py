@@ -22,7 +22,7 @@ from polc.runtime.envs import door_mjx_scene as S
 from polc.runtime.envs.door_mjx_gym import raw_action
 
 SPEC = envs.get("door_mjx")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 INITIAL = os.path.join(ROOT, "examples", "door_mjx", "initial.pol")
 DEMO = os.path.join(ROOT, "examples", "door_mjx", "demo.parquet")
 TOL = 1e-3

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("metaworld")
 
-TASK = Path(__file__).resolve().parents[1] / "examples" / "door" / "task.md"
+TASK = Path(__file__).resolve().parents[3] / "examples" / "door" / "task.md"
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from polc.runtime.envs.metric import RETURN
 from polc.runtime.trace.evaluate import eval_seeds
 
 SPEC = envs.get("door")
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "door")
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "examples", "door")
 INITIAL = os.path.join(EXAMPLES, "initial.pol")
 DEMO = os.path.join(EXAMPLES, "demo.parquet")
 NAMES = ["hand", "grip", "handle", "handle_quat", "prev_hand", "prev_grip", "prev_handle", "prev_handle_quat",

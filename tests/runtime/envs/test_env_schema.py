@@ -18,7 +18,7 @@ from polc.runtime.envs import schema
 from polc.runtime.envs.schema import Field
 from polc.runtime.envs import check_against_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 ACTIONS = """
 action steer : real in [-1, 1] = 0
 action gas   : real in [0, 1] = 0.5

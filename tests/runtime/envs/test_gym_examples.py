@@ -12,7 +12,7 @@ import pytest
 
 from toy_cli import polc
 
-ROOT = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parents[3] / "examples"
 TASKS = ["pendulum", "mountain_car", "lunar_lander", "double_pendulum"]
 
 

@@ -126,7 +126,7 @@ def test_the_partially_observed_pendulum_refuses_the_full_pendulums_policy(capsy
     examples/pendulum_partial/env.toml hides; that folder's own initial.pol checks."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "examples"
+    root = Path(__file__).resolve().parents[3] / "examples"
     env = str(root / "pendulum_partial" / "env.toml")
     code, _, err = polc(capsys, "check", "--env", env, str(root / "pendulum" / "initial.pol"))
     assert code == 1 and "[E0510]" in err and "line 8, column 5 to column 11" in err

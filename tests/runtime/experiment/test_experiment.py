@@ -17,7 +17,7 @@ from polc.runtime.experiment.run import digest_refinement, first_reached, pooled
 from quick_budget import MAX_STEPS, quick_budget
 from test_report import browser, report  # noqa: F401  (the headless Chromium fixture)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 METHODS = ["Expert demonstration"] + [
     f"{s} + {m}" for s in ("MLP", "Initial structure", "Refined structure")
     for m in ("IL", "RL, low (8 resets)", "RL, high (16 resets)", "ES, low (8 resets)", "ES, high (16 resets)")]

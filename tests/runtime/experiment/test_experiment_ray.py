@@ -24,7 +24,7 @@ from ray_helpers import RAY_MARKS, cluster  # noqa: E402, F401 (cluster: a fixtu
 from polc.cli import main as polc  # noqa: E402
 from polc.runtime.cluster.graph import GraphError, Node, run_graph  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = RAY_MARKS
 

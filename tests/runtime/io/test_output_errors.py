@@ -1,7 +1,7 @@
 """A full or read-only output disk (issue 34, item 5): one sentence naming the path and the
 OS error, exit 1, nothing saved damaged, no temporary files left, and a partial trace
 announced only once it reads back. Here the OS errors are injected at the write layer;
-tests/test_output_disks.py does the same on a real full tmpfs and a read-only mount."""
+tests/runtime/io/test_output_disks.py does the same on a real full tmpfs and a read-only mount."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from polc.util.files import WriteFailed, write_atomic, write_error_text
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
-CAR_RACING = str(Path(__file__).resolve().parents[1] / "examples" / "car_racing")
+CAR_RACING = str(Path(__file__).resolve().parents[3] / "examples" / "car_racing")
 ENOSPC = OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
 
 

@@ -15,7 +15,7 @@ import pytest
 from polc.cli import main
 from polc.runtime.io.table import ColumnSpec, TableWriter, step_columns
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 POLICY = str(ROOT / "examples" / "car_racing" / "initial.pol")
 MAGIC = {".png": b"\x89PNG", ".svg": b"<?xml", ".pdf": b"%PDF"}
 

@@ -18,7 +18,7 @@ from polc.cli import main
 from polc.runtime.io.lock import LOCK_NAME, DirectoryLocked, lock_directory
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
-CAR_RACING = str(Path(__file__).resolve().parents[1] / "examples" / "car_racing")
+CAR_RACING = str(Path(__file__).resolve().parents[3] / "examples" / "car_racing")
 HOLDER = textwrap.dedent("""
     import sys, time
     from polc.runtime.io.lock import lock_directory

@@ -15,7 +15,7 @@ from refine_helpers import ANALYSIS, STOP
 from polc.runtime.envs import toy
 from polc.runtime.refine.record import Round
 
-OLD_RUN = Path(__file__).parent / "data" / "refine_run_v1"
+OLD_RUN = Path(__file__).resolve().parents[2] / "data" / "refine_run_v1"
 
 
 def test_a_round_record_reads_and_writes_metrics_json_unchanged():

@@ -16,7 +16,7 @@ from polc.runtime.refine.converse import Caller, ask
 from polc.runtime.refine.work import Settings
 from refine_helpers import STOP, FakeModel
 
-CAR_RACING = str(Path(__file__).resolve().parents[1] / "examples" / "car_racing")
+CAR_RACING = str(Path(__file__).resolve().parents[3] / "examples" / "car_racing")
 HUGE = "MOVE: STOP\n" + "the trace, pasted back: 0.123 0.456\n" * 300_000  # about 10.8 MB
 
 

@@ -93,7 +93,7 @@ def test_kill_9_mid_round_then_resume(task, reference, tmp_path):
     for i, text in enumerate(ANSWERS):
         (replies / f"{i:03d}.md").write_text(text)
     run_path = tmp_path / "run"
-    args = [sys.executable, "-c", KILLED_RUN, str(task), str(run_path), str(Path(__file__).parent),
+    args = [sys.executable, "-c", KILLED_RUN, str(task), str(run_path), str(Path(__file__).resolve().parents[2]),
             str(tmp_path / "session")]
     # stderr to a file, not a pipe: nobody reads a pipe while the run goes on, and a child that
     # writes more than the pipe holds (JAX's warnings, a long traceback) would block on it.

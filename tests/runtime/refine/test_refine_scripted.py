@@ -14,7 +14,7 @@ from polc.runtime.refine.scripted import (DEFAULT_MODEL, ManualBackend, Scripted
                                           choose)
 from refine_helpers import replay_bundled_session
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def record(path: Path, prompts_and_replies) -> None:

@@ -21,7 +21,7 @@ from polc.runtime.refine import context, templates
 from polc.runtime.refine.record import Round
 from polc.runtime.task import load_task
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TASKS = ("car_racing", "door")
 # The templates every recorded session must show (the others appear only when a reply fails).
 SHOWN = {"system", "round", "rollout", "analysis-request", "feedback", "diagnostics", "moves"}

@@ -33,7 +33,7 @@ from polc.runtime.refine.rundir import RunDir
 from polc.runtime.refine.scores import mean_std
 from polc.runtime.refine.scripted import Choice
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = "</script><script>window.__evil = 1</script><img src=x onerror=\"window.__evil = 2\">"
 

@@ -33,7 +33,7 @@ from polc.runtime.rl.brax import BraxConfig, BraxError, train_brax
 from polc.runtime.rl.brax.networks import policy_apply, policy_network_factory, polc_normal
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[2]
 DOOR_POL = str(ROOT / "examples" / "door_mjx" / "initial.pol")
 DOOR_DEMO = str(ROOT / "examples" / "door_mjx" / "demo.parquet")
 

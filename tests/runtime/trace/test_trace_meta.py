@@ -1,5 +1,5 @@
 """The one builder of a trace's metadata (`polc.runtime.trace.meta`), used by `polc rollout` and by
-every refinement round (tests/test_refine_loop.py reads a round's; tests/test_runtime_cli.py a
+every refinement round (tests/runtime/refine/test_refine_loop.py reads a round's; tests/runtime/test_runtime_commands.py a
 rollout's)."""
 
 from __future__ import annotations
