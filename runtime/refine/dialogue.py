@@ -223,10 +223,16 @@ class Dialogue:
 
     def _round_text(self) -> str:
         f = self.fitted.info
+        keep = self.m.keep or {}
+        if keep.get("kept") == "declared":  # the fit lost in closed loop: say so, not "fitted ... (unmoved)"
+            weights = (f"The fitted weights scored worse than the declared ones in closed loop on the training "
+                       f"seeds, so this round runs the declared weights ({keep.get('reason', '').rstrip('.')}): "
+                       f"{fmt_weights(self.fitted.weights)}.\n")
+        else:
+            weights = (f"Fitted weights, each with its declared value where the fit moved it: "
+                       f"{moved_weights(self.fitted.weights, self.program.typed.weights)}.\n")
         fit = (f"Fitted to the demonstration ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
-               f"validation loss {f['val_loss']:.4g}. Fitted weights, each with its declared value where the fit "
-               f"moved it: {moved_weights(self.fitted.weights, self.program.typed.weights)}.\n"
-               + prior_text(f.get("priors") or {}, f["rows_train"]))
+               f"validation loss {f['val_loss']:.4g}. " + weights + prior_text(f.get("priors") or {}, f["rows_train"]))
         outside = self._outside_ranges()
         if outside:
             fit += f"\n{outside}\nThe fit used every row as it is.\n"

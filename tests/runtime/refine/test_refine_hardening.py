@@ -161,6 +161,11 @@ def test_refine_ending_normally_exits_0(task, tmp_path, capsys):
     final = tmp_path / "run" / "round_00"  # STOP in round 0: its structure is the run's result
     which = json.loads((final / "metrics.json").read_text())["keep"]["kept"]  # keep=best's choice
     assert f"final policy: {final / 'policy.pol'} with its {which} weights {final / 'params.json'}" in out, out
+    prompt = (final / "conversation.md").read_text()  # what the model was told of the weights it saw run
+    if which == "declared":  # never "Fitted weights ... (unmoved)" for weights the fit did not give
+        assert "so this round runs the declared weights" in prompt and "Fitted weights, each" not in prompt
+    else:
+        assert "Fitted weights, each with its declared value where the fit moved it" in prompt
 
 
 @pytest.mark.slow  # two short refine runs (the pause, then --resume)
