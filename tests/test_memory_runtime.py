@@ -201,3 +201,23 @@ def test_rollout_writes_state_columns_that_read_back_and_the_report_labels_as_st
     html = columns_table(table) + latent_charts([("trace", table)], ["state.acc"])
     assert "float32 scalar, state" in html and "near or far; modes: NEAR = 0, FAR = 1" in html
     assert "acc (state)" in html
+
+
+def test_ray_workers_shares_collect_what_one_collector_does(policy, params):
+    """A Ray worker (`RolloutWorker`, run here in-process) collects its share of an update's
+    episodes from offset k: each share's episodes start from state0, and the shares put
+    together are the whole update's episodes, draw for draw."""
+    from polc.runtime.cluster.workers import RolloutWorker
+    from polc.runtime.rl.collect import Collector
+
+    key, seeds = jax.random.PRNGKey(2), [1, 2, 3, 4]
+    worker = RolloutWorker(SPEC, MEMORY, "memory.pol")
+    try:
+        shares = [worker.collect(params, key, 0, seeds[:2], 2, 0.0, 1.0),
+                  worker.collect(params, key, 2, seeds[2:], 2, 0.0, 1.0)]
+        with Collector(worker.policy, SPEC, 2, asynchronous=False) as c:  # the worker's compiled step
+            whole = c.run(params, key, seeds)
+    finally:
+        worker.close()
+    np.testing.assert_allclose(np.concatenate([s.draws for s in shares]), whole.draws, atol=1e-5)
+    np.testing.assert_allclose(np.concatenate([s.logp for s in shares]), whole.logp, atol=1e-4)
