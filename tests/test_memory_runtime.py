@@ -132,6 +132,12 @@ def test_the_ppo_loss_has_a_gradient_through_time_for_a_weight_only_a_state_read
     assert np.isfinite(float(loss)) and float(jnp.abs(grad["ki"])) > 0  # ki reaches the action only via acc
 
 
+def test_independent_rows_refuse_a_program_with_memory(policy):
+    with pytest.raises(ValueError, match='policy "reach" has memory \\(state "n", "acc", "phase"\\), so its steps '
+                                         "are not independent rows"):
+        A.batched_distribution(A.acting(policy))
+
+
 @pytest.mark.slow  # 8 s: a PPO update and two ES updates, with their compiles
 def test_ppo_and_es_updates_run_on_a_program_with_memory(policy, params, tmp_path):
     from polc.runtime.rl.es import ESConfig, train as train_es
