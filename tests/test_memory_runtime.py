@@ -32,8 +32,9 @@ MEMORY = toy.reach_policy(kp=0.3, kd=0.1, std=0.3).replace(
     'state n : real in [0, 1000] = 0 next n + 1 "steps since the episode began"\n'
     'state acc : real in [-2, 2] = 0 next acc + ki * err "the integrated error"\n'
     'state phase : real in [0, 1] = FAR next if far then FAR else NEAR "near or far"\n'
+    'state moved : bool = false next moved or abs(vel) > 0.05 "the mass has moved (a latch)"\n'
     "action push : real in [-1, 1] = kp * err - kd * vel + 0.2 * acc + (if phase == FAR then 0.1 else 0)"
-    " - 0.001 * n ~ normal(std = s)")
+    " - 0.001 * n + (if moved then 0 else 0.05) ~ normal(std = s)")
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +55,15 @@ def episodes(policy, params):
     return out
 
 
-def hand_states(err: np.ndarray, far: np.ndarray, ki: float) -> dict[str, np.ndarray]:
+def hand_states(err: np.ndarray, far: np.ndarray, vel: np.ndarray, ki: float) -> dict[str, np.ndarray]:
     """Each state's value at the start of every step of one episode, by hand from the traced latents."""
-    n, acc, phase = 0.0, 0.0, 1.0
-    out = {"n": [], "acc": [], "phase": []}
-    for e, f in zip(err, far):
-        out["n"].append(n), out["acc"].append(acc), out["phase"].append(phase)
+    n, acc, phase, moved = 0.0, 0.0, 1.0, False
+    out = {"n": [], "acc": [], "phase": [], "moved": []}
+    for e, f, v in zip(err, far, vel):
+        out["n"].append(n), out["acc"].append(acc), out["phase"].append(phase), out["moved"].append(moved)
         n, acc, phase = min(n + 1, 1000.0), float(np.clip(np.float32(acc) + np.float32(ki) * e, -2, 2)), float(f)
-    return {k: np.asarray(v, np.float32) for k, v in out.items()}
+        moved = moved or abs(v) > 0.05
+    return {k: np.asarray(v, bool if k == "moved" else np.float32) for k, v in out.items()}
 
 
 def test_state_columns_are_traced_and_equal_a_hand_computation_reset_per_episode(policy, params, episodes):
@@ -69,15 +71,18 @@ def test_state_columns_are_traced_and_equal_a_hand_computation_reset_per_episode
     ki = float(policy.constrain(params)["ki"])
     for ep in episodes:
         c = ep.columns
-        want = hand_states(c["latent.err"], c["latent.far"], ki)
+        want = hand_states(c["latent.err"], c["latent.far"], c["obs.vel"], ki)
         np.testing.assert_array_equal(c["state.n"], np.arange(ep.length))  # 0 at every episode start
         np.testing.assert_allclose(c["state.acc"], want["acc"], atol=1e-5)
         np.testing.assert_array_equal(c["state.phase"], want["phase"])
+        assert c["state.moved"].dtype == bool and np.array_equal(c["state.moved"], want["moved"])
+        assert not c["state.moved"][0] and c["state.moved"].any()  # false at each start, then latched
         assert c["state.acc"][0] == 0 and c["state.phase"][0] == 1  # the declared initial values
         # the action read the states: its mean is the source's formula over the traced columns
         w = policy.constrain(params)
         mean = np.clip(w["kp"] * c["latent.err"] - w["kd"] * c["obs.vel"] + 0.2 * c["state.acc"]
-                       + np.where(c["state.phase"] == 1, 0.1, 0) - 0.001 * c["state.n"], -1, 1)
+                       + np.where(c["state.phase"] == 1, 0.1, 0) - 0.001 * c["state.n"]
+                       + np.where(c["state.moved"], 0, 0.05), -1, 1)
         np.testing.assert_allclose(c["mean.push"], mean, atol=1e-5)
 
 
@@ -134,8 +139,8 @@ def test_the_ppo_loss_has_a_gradient_through_time_for_a_weight_only_a_state_read
 
 
 def test_independent_rows_refuse_a_program_with_memory(policy):
-    with pytest.raises(ValueError, match='policy "reach" has memory \\(state "n", "acc", "phase"\\), so its steps '
-                                         "are not independent rows"):
+    with pytest.raises(ValueError, match='policy "reach" has memory \\(state "n", "acc", "phase", "moved"\\), '
+                                         "so its steps are not independent rows"):
         A.batched_distribution(A.acting(policy))
 
 
@@ -171,6 +176,7 @@ def test_the_c_back_end_steps_the_states_as_jax_does(policy, params, episodes):
     got = []
     rollout(policy, params, SPEC, [1, 2, 3, 4, 5], RolloutConfig(n_envs=2, backend="c"), got.append)
     for a, b in zip(episodes, got):
+        assert np.array_equal(b.columns["state.moved"], a.columns["state.moved"])
         for name in ("state.n", "state.acc", "state.phase", "mean.push", "action.push"):
             np.testing.assert_allclose(b.columns[name], a.columns[name], atol=1e-5, err_msg=name)
 
@@ -178,8 +184,8 @@ def test_the_c_back_end_steps_the_states_as_jax_does(policy, params, episodes):
 def test_brax_refuses_a_program_with_memory_in_one_sentence(policy, params, tmp_path, capsys):
     from polc.runtime.rl.brax import BraxConfig, BraxError, train_brax
 
-    message = ('policy "reach" has memory (state "n", "acc", "phase"), and brax\'s policy network carries no '
-               "state between steps: train it with --engine polc or --engine es")
+    message = ('policy "reach" has memory (state "n", "acc", "phase", "moved"), and brax\'s policy network '
+               "carries no state between steps: train it with --engine polc or --engine es")
     with pytest.raises(BraxError) as err:
         train_brax(policy, params, "door_mjx", BraxConfig(num_envs=1, timesteps=1), str(tmp_path / "b"))
     assert str(err.value) == message
