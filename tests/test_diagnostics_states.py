@@ -109,3 +109,20 @@ def test_a_memoryless_report_has_no_states_check():
                        "obs.x": np.linspace(-1, 1, 30, dtype=np.float32)})
     df["mean.a"] = df["action.a"] = df["obs.x"]
     assert not of(builtin_report(prog, df), "states")
+
+
+def test_an_echo_is_measured_with_the_states_the_trace_holds():
+    """Zeroing an echo recomputes the action with the traced memory, not the initial state: an
+    action that ignores its echo is not moved by zeroing it."""
+    prog = polc.loads("obs x : real in [-1, 1]\nobs last_a : real in [-1, 1]\n"
+                      "state prev : real in [-1, 1] = 0 next x\n"
+                      "action a : real in [-1, 1] = 0.5 * prev + 0 * last_a\n", "echo.pol")
+    x = np.linspace(-1, 1, 40)
+    prev = np.concatenate([[0.0], x[:-1]])
+    df = pd.DataFrame({"episode": np.zeros(40, np.int32), "step": np.arange(40, dtype=np.int32),
+                       "obs.x": x.astype(np.float32), "obs.last_a": (0.5 * prev).astype(np.float32),
+                       "latent.prev": prev.astype(np.float32)})
+    df["mean.a"] = df["action.a"] = (0.5 * prev).astype(np.float32)
+    report = builtin_report(prog, df, echoes={"last_a": ["a"]})
+    (f,) = of(report, "echo")
+    assert f.message.startswith('"last_a" echoes a: setting it to 0 moves a by 0 on average, 0% of a')
