@@ -84,6 +84,8 @@ def test_a_wound_up_integrator_saturates_and_an_unbounded_one_drifts(mem, column
     assert not of(report, "reconstruction", "error")  # d and u read the states' values at each step
     assert any(f.check == "states" for f in report.problems)
     assert "State integ (line 4) sits on its upper bound" in report.text()
+    assert "  integ (state)        0.473    0.0942" in report.text()  # the statistics table shows the states
+    assert report.data["latent_stats"]["on"]["true"] == pytest.approx(0.99)
 
 
 def test_states_that_settle_pass(mem):
