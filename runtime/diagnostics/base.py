@@ -92,11 +92,12 @@ def state_values(tp: TypedProgram, steps: "Steps", obs: Mapping[str, np.ndarray]
     if not missing or (tp.mlps and mlps is None):
         return values, missing
     order = np.lexsort((steps.step, steps.episode))  # rows by episode, then step
-    episodes, first = np.unique(steps.episode[order], return_index=True)
+    _, first = np.unique(steps.episode[order], return_index=True)
     t_of = np.arange(steps.rows) - np.repeat(first, np.diff(np.append(first, steps.rows)))
     sim = {st.name: np.zeros((steps.rows,) + st.type.shape, bool if st.type.base == "bool" else np.float64)
            for st in tp.states}
     carried: dict[str, np.ndarray] = {}
+    episodes_at_prev = steps.episode[:0]
     for t in range(int(t_of.max()) + 1 if steps.rows else 0):
         rows = order[t_of == t]  # the t-th row of every episode that long, in episode order
         if t > 0:  # episodes that ended drop out: keep the carried state of those that go on
