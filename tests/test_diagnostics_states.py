@@ -128,3 +128,16 @@ def test_an_echo_is_measured_with_the_states_the_trace_holds():
     report = builtin_report(prog, df, echoes={"last_a": ["a"]})
     (f,) = of(report, "echo")
     assert f.message.startswith('"last_a" echoes a: setting it to 0 moves a by 0 on average, 0% of a')
+
+
+def test_an_array_state_names_the_element_that_saturates():
+    prog = polc.loads("obs err : real in [-1, 1]\nstate v : real[2] in [-1, 1] = 0 next v + [0, 0.1 * err]\n"
+                      "action u : real in [-1, 1] = clip(v[1], -1, 1)\n", "arr.pol")
+    err = np.full(60, 0.5)
+    v1 = np.minimum(0.05 * np.arange(60), 1.0)
+    df = pd.DataFrame({"episode": np.zeros(60, np.int32), "step": np.arange(60, dtype=np.int32),
+                       "obs.err": err.astype(np.float32)})
+    df["mean.u"] = df["action.u"] = v1.astype(np.float32)
+    (f,) = of(builtin_report(prog, df), "states", "warning")
+    assert f.message.startswith("State v (line 2) sits on its upper bound 1 at 67% of steps (v[1], in 1 of 1 "
+                                "episode(s), first at episode 0 step 20)")

@@ -63,9 +63,9 @@ def _saturation(ctx: Context, st: T.State, v: np.ndarray) -> tuple[Finding | Non
     first = int(np.flatnonzero(on)[0])
     episodes = np.unique(ctx.steps.episode[on])
     n_ep = len(np.unique(ctx.steps.episode))
-    name = st.name + element(st.type.shape, k)
+    which = f"{st.name}{element(st.type.shape, k)}, " if st.type.shape else ""
     return Finding("states", "warning", st.name,
-                   f"{_where(st)} sits on its {side} bound {num(bound)} at {pct(share)} of steps ({name + ', ' if st.type.shape else ''}in "
+                   f"{_where(st)} sits on its {side} bound {num(bound)} at {pct(share)} of steps ({which}in "
                    f"{len(episodes)} of {n_ep} episode(s), first at {ctx.steps.where(first)}): its `next` keeps "
                    f"pushing past the bound, as a wound-up integrator does, so there it remembers nothing; scale down "
                    f"what `next` adds, add a leak (`next 0.99 * {st.name} + ...`), or widen the range if the bound is "
