@@ -92,7 +92,7 @@ def test_states_that_settle_pass(mem):
     report = builtin_report(mem, trace(mem, WAVE))
     assert not of(report, "states", "warning")
     (ok,) = of(report, "states", "ok")
-    assert ok.message == "All 3 real state(s) stay off their bounds at more than 80% of steps and settle within " \
+    assert ok.message == "All 2 accumulating state(s) stay off their bounds at more than 80% of steps and settle within " \
                          "each episode."
     assert not of(report, "reconstruction", "error")
 
@@ -141,3 +141,16 @@ def test_an_array_state_names_the_element_that_saturates():
     (f,) = of(builtin_report(prog, df), "states", "warning")
     assert f.message.startswith("State v (line 2) sits on its upper bound 1 at 67% of steps (v[1], in 1 of 1 "
                                 "episode(s), first at episode 0 step 20)")
+
+
+def test_a_delay_follows_its_input_and_only_an_accumulating_state_drifts():
+    """`prev` copies a ramping observation (a delay: not judged); `acc` sums it (drifts)."""
+    prog = polc.loads("obs x : real in [-1, 1]\nstate prev : real in [-1, 1] = 0 next x\n"
+                      "state acc : real = 0 next acc + 0.01 * x\n"
+                      "action u : real in [-1, 1] = clip(x - prev + acc, -1, 1)\n", "ramp.pol")
+    x = np.linspace(0, 1, 50)
+    df = pd.DataFrame({"episode": np.zeros(50, np.int32), "step": np.arange(50, dtype=np.int32),
+                       "obs.x": x.astype(np.float32)})
+    df["mean.u"] = df["action.u"] = np.zeros(50, np.float32)  # not what is checked here
+    report = builtin_report(prog, df)
+    assert [f.subject for f in of(report, "states", "warning")] == ["acc"]

@@ -13,7 +13,9 @@ declaration:
                 episode's spread) and not on a bound: an integrator with no saturation, a
                 phase never wrapped, a timer never reset
 
-Boolean states (latches, phases) are neither; an episode shorter than DRIFT_MIN_STEPS is not
+Only states that accumulate (their `next` reads the state itself: an integral, a filter, a phase,
+a timer) are judged: a delay (`next err`) follows its input, which the other checks judge, and
+boolean states (latches, phases) are neither; an episode shorter than DRIFT_MIN_STEPS is not
 judged for drift.
 """
 
@@ -124,7 +126,7 @@ def _stepped(ctx: Context, st: T.State) -> str:
 
 
 def check_states(ctx: Context) -> CheckOut:
-    """Every real state: saturated on a bound of its range, or drifting through an episode."""
+    """Every real state that accumulates: saturated on a bound of its range, or drifting."""
     out: list[Finding] = []
     data: dict[str, Any] = {}
     checked = 0
@@ -134,8 +136,8 @@ def check_states(ctx: Context) -> CheckOut:
                                f"{_where(st)} is not in the trace and reads an mlp block whose params were not "
                                f"given, so it was not checked."))
             continue
-        if st.type.base == T.BOOL:
-            continue
+        if st.type.base == T.BOOL or st.name not in T.refs(st.update):
+            continue  # a latch, or a delay (`next err`): it follows its input, which other checks judge
         v = np.asarray(ctx.states[st.name], np.float64).reshape(ctx.B, -1)
         saturated, share = _saturation(ctx, st, v)
         drifting, n_drift = _drift(ctx, st, v)
@@ -145,7 +147,7 @@ def check_states(ctx: Context) -> CheckOut:
     if checked and not any(f.severity == "warning" for f in out):
         stepped = " (stepped from the logged observations: the trace has no column for them)" if ctx.untraced else ""
         out.append(Finding("states", "ok", ctx.tp.name,
-                           f"All {checked} real state(s) stay off their bounds at more than {pct(1 - SATURATED)} of "
+                           f"All {checked} accumulating state(s) stay off their bounds at more than {pct(1 - SATURATED)} of "
                            f"steps and settle within each episode{stepped}."))
     return CheckOut(out, data={"states": data} if data else {})
 

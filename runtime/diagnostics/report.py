@@ -20,10 +20,11 @@ the trace or stepped along each episode. The checks, in report order:
                     conditions and comparisons constant, min/max with one side never chosen,
                     action means outside the action's range
     latents         summary statistics of every latent and action mean
-    states          memory (`state` declarations): a real state on a bound of its range at a
-                    large share of steps (saturated: a wound-up integrator), or still moving
-                    one way at an episode's end (drifting); states the trace lacks are
-                    stepped from the logged observations (see memory.py)
+    states          memory: a real state whose `next` reads itself (an integral, a phase)
+                    on a bound of its range at a large share of steps (saturated: a
+                    wound-up integrator), or still moving one way at an episode's end
+                    (drifting); states the trace lacks are stepped from the logged
+                    observations (see memory.py)
     echo            for each action whose mean reads an observation that echoes an action
                     (the schema's `echoes`, W0509): how far setting it to 0 moves the action,
                     beside the action's mean magnitude (`echoes`; default: the trace's env's)
