@@ -154,3 +154,15 @@ def test_a_delay_follows_its_input_and_only_an_accumulating_state_drifts():
     df["mean.u"] = df["action.u"] = np.zeros(50, np.float32)  # not what is checked here
     report = builtin_report(prog, df)
     assert [f.subject for f in of(report, "states", "warning")] == ["acc"]
+
+
+def test_a_phase_that_wraps_does_not_drift_and_one_that_never_wraps_does():
+    prog = polc.loads("obs x : real in [-1, 1]\n"
+                      "state wrapped : real = 0 next if wrapped > 6 then wrapped - 6.2832 else wrapped + 0.4\n"
+                      "state phase : real = 0 next phase + 0.5\n"
+                      "action u : real in [-1, 1] = sin(wrapped) + 0 * sin(phase)\n", "osc.pol")
+    df = pd.DataFrame({"episode": np.repeat(np.arange(2), 100).astype(np.int32),
+                       "step": np.tile(np.arange(100), 2).astype(np.int32), "obs.x": np.zeros(200, np.float32)})
+    df["mean.u"] = df["action.u"] = np.zeros(200, np.float32)  # not what is checked here
+    (f,) = of(builtin_report(prog, df), "states", "warning")
+    assert f.subject == "phase" and f.message.startswith("State phase (line 3) drifts without settling in 2 of 2")

@@ -9,9 +9,11 @@ declaration:
                 steps: `next` keeps pushing past the bound (an integrator wound up), so the
                 state carries no information there
     drifting    a real state still moving one way through the second half of an episode
-                (DRIFT_MONOTONE of its changes one way, covering DRIFT_SHARE or more of the
-                episode's spread) and not on a bound: an integrator with no saturation, a
-                phase never wrapped, a timer never reset
+                (its net change there DRIFT_MONOTONE or more of all the way it travels
+                there, and DRIFT_SHARE or more of the episode's spread) and not on a
+                bound: an integrator with no saturation, a phase never wrapped, a timer
+                never reset. A wrapped phase or a reset timer travels back at each wrap,
+                so it does not drift.
 
 Only states that accumulate (their `next` reads the state itself: an integral, a filter, a phase,
 a timer) are judged: a delay (`next err`) follows its input, which the other checks judge, and
@@ -33,7 +35,7 @@ from .checks import CheckOut, Context, element, num, pct
 
 SATURATED = 0.2  # share of steps on a bound that makes a state saturated
 DRIFT_MIN_STEPS = 20  # an episode needs this many steps to judge a trend
-DRIFT_MONOTONE = 0.8  # share of the second half's changes in the trend's direction
+DRIFT_MONOTONE = 0.8  # the second half's net change over all the way it travels
 DRIFT_SHARE = 0.4  # the second half's net change over the spread (a steady ramp gives just under 0.5)
 
 
@@ -81,11 +83,10 @@ def _trend(x: np.ndarray) -> float:
         return 0.0
     half = x[len(x) // 2:]
     net = float(half[-1] - half[0])
-    moves = np.diff(half)
-    moves = moves[np.abs(moves) > 1e-9 * (1.0 + np.abs(half[1:]))]
-    if abs(net) < DRIFT_SHARE * spread or not moves.size:
+    travel = float(np.abs(np.diff(half)).sum())  # a wrapped phase's jumps back count here, not in `net`
+    if abs(net) < DRIFT_SHARE * spread or travel <= 0.0:
         return 0.0
-    return net if (np.sign(moves) == np.sign(net)).mean() >= DRIFT_MONOTONE else 0.0
+    return net if abs(net) >= DRIFT_MONOTONE * travel else 0.0
 
 
 def _drift(ctx: Context, st: T.State, v: np.ndarray) -> tuple[Finding | None, int]:
