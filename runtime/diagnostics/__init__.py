@@ -4,6 +4,7 @@ every time, done once, with no LLM and no JAX.
     base.py     the shared types (Finding, Steps, Params, the check names) and the inputs' loading
     checks.py   trace, weights, signs, intents: the claims of the program against the data
     values.py   reconstruction, observation ranges, branches, latent statistics
+    memory.py   states: saturated on a bound, or drifting through an episode
     demo.py     the policy's actions against a demonstration's at matched states
     text.py     the report as compact plain text, problems first
     report.py   Report and builtin_report, which runs them all in order

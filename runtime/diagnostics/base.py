@@ -16,8 +16,8 @@ import numpy as np
 from polc.check.typed import TypedProgram
 
 SEVERITIES = ("error", "warning", "info", "ok")
-CHECKS = ("trace", "weights", "signs", "intents", "reconstruction", "obs_range", "branches", "latents", "echo", "demo",
-          "task")
+CHECKS = ("trace", "weights", "signs", "intents", "reconstruction", "obs_range", "branches", "latents", "states", "echo",
+          "demo", "task")
 TEXT_BUDGET = 4000  # characters of Report.text()
 
 
@@ -64,7 +64,52 @@ def _shapes_wanted(tp: TypedProgram) -> dict[str, tuple[int, ...]]:
     out.update({f"weight.{w.name}": w.type.shape for w in tp.weights})
     for a in tp.actions:
         out[f"mean.{a.name}"] = out[f"action.{a.name}"] = a.type.shape
+    for st in tp.states:  # a state's column: `state.NAME`, or `latent.NAME` (the step's latents hold states)
+        out[f"state.{st.name}"] = out[f"latent.{st.name}"] = st.type.shape
     return out
+
+
+def state_column(steps: "Steps", name: str) -> Optional[str]:
+    """The trace column of state `name` (`state.NAME`, else `latent.NAME`), None when not traced."""
+    return next((c for c in (f"state.{name}", f"latent.{name}") if c in steps.columns), None)
+
+
+def state_values(tp: TypedProgram, steps: "Steps", obs: Mapping[str, np.ndarray],
+                 weights: Mapping[str, np.ndarray], mlps: Optional[Mapping[str, Any]]) -> tuple[dict, list[str]]:
+    """Every state's value at the start of each row, (rows, *shape), and the names of those not
+    traced. A traced state is read from its column; the others are stepped with the reference
+    interpreter from their initial values at each episode's first row, in step order, on the
+    logged observations and weights (the action means they read are the recomputed ones)."""
+    from polc.analysis import reference
+
+    values: dict[str, np.ndarray] = {}
+    for st in tp.states:
+        col = state_column(steps, st.name)
+        if col is not None:
+            v = steps.columns[col]
+            values[st.name] = v.astype(bool) if st.type.base == "bool" else v.astype(np.float64)
+    missing = [st.name for st in tp.states if st.name not in values]
+    if not missing or (tp.mlps and mlps is None):
+        return values, missing
+    order = np.lexsort((steps.step, steps.episode))  # rows by episode, then step
+    _, first = np.unique(steps.episode[order], return_index=True)
+    t_of = np.arange(steps.rows) - np.repeat(first, np.diff(np.append(first, steps.rows)))
+    sim = {st.name: np.zeros((steps.rows,) + st.type.shape, bool if st.type.base == "bool" else np.float64)
+           for st in tp.states}
+    carried: dict[str, np.ndarray] = {}
+    episodes_at_prev = steps.episode[:0]
+    for t in range(int(t_of.max()) + 1 if steps.rows else 0):
+        rows = order[t_of == t]  # the t-th row of every episode that long, in episode order
+        if t > 0:  # episodes that ended drop out: keep the carried state of those that go on
+            alive = np.isin(episodes_at_prev, steps.episode[rows])
+            carried = {k: v[alive] for k, v in carried.items()}
+        out = reference.run(tp, {k: v[rows] for k, v in weights.items()}, {k: v[rows] for k, v in obs.items()},
+                            dict(mlps or {}), batch=len(rows), state=carried or None, step=True)
+        for st in tp.states:
+            sim[st.name][rows] = out.values[st.name]
+        carried, episodes_at_prev = dict(out.next_state), steps.episode[rows]
+    values.update({n: sim[n] for n in missing})
+    return values, missing
 
 
 def _from_frame(df: Any, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
@@ -218,4 +263,4 @@ def _jsonable(x: Any) -> Any:
 
 
 __all__ = ["CHECKS", "SEVERITIES", "TEXT_BUDGET", "DiagnosticsError", "Finding", "Params", "Steps", "as_sentence",
-           "load_params", "load_steps", "verify_trace_of"]
+           "load_params", "load_steps", "state_column", "state_values", "verify_trace_of"]

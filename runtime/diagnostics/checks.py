@@ -20,7 +20,7 @@ from polc.check import typed as T
 from polc.check.typed import TypedProgram
 from polc.text import number
 
-from .base import Finding, Params, Steps
+from .base import Finding, Params, Steps, state_values
 
 REL_TOL, ABS_TOL = 1e-3, 1e-4  # reconstruction: float32 trace against the float64 reference
 AT_BOUND = 0.02  # a weight within 2% of its initial distance from a bound sits on it
@@ -81,6 +81,8 @@ class Context:
     weights: dict[str, np.ndarray]  # the logged weights, row by row
     logged: dict[str, np.ndarray]  # latents and action means (clipped) as logged, by .pol name
     fitted: dict[str, np.ndarray]  # one value per weight: the params', else the trace's first row
+    states: dict[str, np.ndarray] = field(default_factory=dict)  # each state at the start of each row
+    untraced: tuple[str, ...] = ()  # states with no trace column: stepped from the logged observations
     _full: Any = field(default=None, repr=False)
 
     @staticmethod
@@ -94,7 +96,8 @@ class Context:
         logged = {x.name: arr("latent." + x.name, x.type.base == T.BOOL) for x in tp.latents}
         logged.update({a.name: arr("mean." + a.name) for a in tp.actions})
         fitted = dict(params.weights) if params.weights is not None else {k: v[0] for k, v in weights.items()}
-        return Context(tp, steps, params, obs, weights, logged, fitted)
+        states, untraced = state_values(tp, steps, obs, weights, params.mlps)
+        return Context(tp, steps, params, obs, weights, logged, fitted, states, tuple(untraced))
 
     @property
     def B(self) -> int:
@@ -108,8 +111,9 @@ class Context:
         return self.mlp_params is not None or not _has_mlp(e)
 
     def value(self, name: str) -> np.ndarray:
-        """The logged value of any name: obs, weight, latent, or an action's clipped mean."""
-        for src in (self.obs, self.weights, self.logged):
+        """The logged value of any name: obs, weight, latent, an action's clipped mean, or a state
+        (its value at the start of the step)."""
+        for src in (self.obs, self.weights, self.logged, self.states):
             if name in src:
                 return src[name]
         raise KeyError(name)
@@ -127,6 +131,7 @@ class Context:
         nodes = tuple(T.Latent(f"_e{i}", e.type, e, None, e.span) for i, e in enumerate(exprs))
         prog = dataclasses.replace(self.tp, obs=inputs, weights=(), latents=nodes, actions=(), intents=(),
                                    nodes=nodes, mlps=tuple(m for e in exprs for m in T.mlps_in(e)))
+        prog = dataclasses.replace(prog, states=())  # a state read here is an input like the others
         out = reference.run(prog, {}, {n: self.value(n) for n in names}, self.mlp_params or {}, batch=self.B)
         return [out.values[f"_e{i}"] for i in range(len(exprs))]
 
@@ -140,8 +145,9 @@ class Context:
                                    actions=tuple(a for a in self.tp.actions if a.name in keep), intents=())
 
     def run(self, prog: TypedProgram, overrides: Optional[dict] = None) -> reference.Outputs:
-        """`prog` recomputed at every row from the logged observations and weights."""
-        return reference.run(prog, self.weights, self.obs, self.mlp_params or {}, overrides, batch=self.B)
+        """`prog` recomputed at every row from the logged observations, weights and states."""
+        return reference.run(prog, self.weights, self.obs, self.mlp_params or {}, overrides, batch=self.B,
+                             state=self.states or None)
 
     def full(self) -> Optional[reference.Outputs]:
         """Every latent and action recomputed from the logged obs and weights (None when an

@@ -49,7 +49,8 @@ def check_echo(ctx: Context, echoes: Optional[Mapping[str, Sequence[str]]]) -> C
     out, data = [], {}
     for action, obs in pairs:
         zeroed = dict(ctx.obs, **{obs: np.zeros_like(ctx.obs[obs])})
-        without = reference.run(ctx.tp, ctx.weights, zeroed, ctx.mlp_params or {}, batch=ctx.B)
+        without = reference.run(ctx.tp, ctx.weights, zeroed, ctx.mlp_params or {}, batch=ctx.B,
+                                state=ctx.states or None)  # the logged memory, as `full` reads it
         a = np.asarray(full.values[action], np.float64)
         moved = float(np.mean(np.abs(a - np.asarray(without.values[action], np.float64))))
         size = float(np.mean(np.abs(a)))

@@ -5,7 +5,8 @@
     print(report.text())     # compact plain text for a person or an LLM, problems first
 
 No LLM and no JAX: everything is recomputed with the NumPy reference interpreter
-(`polc.analysis.reference`) on the logged states. The checks, in report order:
+(`polc.analysis.reference`) on the logged steps, a program's memory (`state`s) read from
+the trace or stepped along each episode. The checks, in report order:
 
     trace           the trace belongs to the program (columns, structure hash); partial runs
     weights         every weight.* column constant within each episode (and across them);
@@ -19,6 +20,11 @@ No LLM and no JAX: everything is recomputed with the NumPy reference interpreter
                     conditions and comparisons constant, min/max with one side never chosen,
                     action means outside the action's range
     latents         summary statistics of every latent and action mean
+    states          memory: a real state whose `next` reads itself (an integral, a phase)
+                    on a bound of its range at a large share of steps (saturated: a
+                    wound-up integrator), or still moving one way at an episode's end
+                    (drifting); states the trace lacks are stepped from the logged
+                    observations (see memory.py)
     echo            for each action whose mean reads an observation that echoes an action
                     (the schema's `echoes`, W0509): how far setting it to 0 moves the action,
                     beside the action's mean magnitude (`echoes`; default: the trace's env's)
@@ -61,7 +67,7 @@ import numpy as np
 
 from polc.check.typed import TypedProgram
 
-from . import checks as C, values as V
+from . import checks as C, memory as M, values as V
 from .base import CHECKS, SEVERITIES, TEXT_BUDGET, DiagnosticsError, Finding, _jsonable, load_params, load_steps, \
     verify_trace_of
 from .demo import check_demo
@@ -122,7 +128,7 @@ def builtin_report(program: Any, trace: Any, params: Any = None, demo: Any = Non
     Raises `DiagnosticsError` (one sentence) when the trace cannot be read or is not a
     trace of this program, or the params or demonstration do not fit it."""
     run_order = (C.check_trace, C.check_weights, C.check_signs, C.check_intents, V.check_reconstruction,
-                 V.check_obs_range, V.check_branches, V.check_latents)
+                 V.check_obs_range, V.check_branches, V.check_latents, M.check_states)
 
     tp = _typed(program)
     steps = load_steps(trace, tp, "trace")

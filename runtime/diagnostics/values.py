@@ -287,12 +287,15 @@ def _row(name: str, s: dict) -> str:
 
 
 def check_latents(ctx: Context) -> CheckOut:
-    """Mean, std, min, quantiles, max and the non-finite fraction of every latent and action mean."""
+    """Mean, std, min, quantiles, max and the non-finite fraction of every latent, action mean
+    and state (its value at the start of each step)."""
     out, stats, rows = [], {}, []
     named = [(x.name, x.type, "latent") for x in ctx.tp.latents] + [(a.name, a.type, "action") for a in ctx.tp.actions]
+    named += [(st.name, st.type, "state") for st in ctx.tp.states if st.name in ctx.states]
     for name, t, kind in named:
-        s = stats[name] = _stats(ctx.logged[name])
-        label = (name if kind == "latent" else f"{name} (mean)") + (str(list(t.shape)) if t.shape else "")
+        s = stats[name] = _stats(ctx.states[name] if kind == "state" else ctx.logged[name])
+        label = (name if kind == "latent" else f"{name} ({'mean' if kind == 'action' else kind})") + \
+            (str(list(t.shape)) if t.shape else "")
         rows.append(_row(label, s))
         if "true" in s:
             sev = "warning" if s["true"] in (0.0, 1.0) else "ok"

@@ -1,6 +1,7 @@
 """Every Pol construct a refinement prompt suggests is documented in the system prompt's
 "Pol in brief", with an example line there, and the example lines are valid Pol (issue 37:
-a prompt recommended priors `~ normal(mu, sigma)` that the summary never showed).
+a prompt recommended priors `~ normal(mu, sigma)` that the summary never showed; issue 38:
+memory, `state NAME : TYPE [RANGE] = INIT next EXPR`, is taught there with its semantics).
 
 The suggestions are the code spans (`...`) of every prompt template and of every string
 the refine modules write into prompts; a span is a Pol construct when it starts with a
@@ -18,7 +19,7 @@ import pytest
 import polc
 from polc.runtime.refine import templates
 
-KEYWORDS = ("policy", "obs", "weight", "latent", "action", "expect", "const", "memory")
+KEYWORDS = ("policy", "obs", "weight", "latent", "action", "expect", "const", "state")
 SPAN = re.compile(r"`([^`\n]+)`")
 DISTRIBUTION = re.compile(r"~\s*([a-z_]+)\((std\s*=)?")
 CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\(")
@@ -114,3 +115,32 @@ def test_the_briefs_weight_examples_are_valid_pol():
     program = "\n".join(["policy p", "obs x : real in [0, 1]", *decls,
                          f"action a : real in [-10, 10] = ({total}) * x ~ normal(std = 0.1)"]) + "\n"
     polc.loads(program, "brief.pol")
+
+
+def test_the_brief_teaches_state_with_its_semantics_and_uses():
+    """Issue 38: the model learns the state construct from "Pol in brief": an example line, what
+    reading a state and `next` mean, and the three uses a controls engineer reaches for."""
+    text = brief()
+    assert any(ln.startswith("state NAME") and " next " in ln for ln in example_lines()), \
+        "\"Pol in brief\" has no example line of a `state` declaration"
+    for phrase in ("its value at the start of this step", "becomes its value at the next step, clipped to its range",
+                   "a velocity from positions", "integral action", "a phase or mode"):
+        assert phrase in text, f"\"Pol in brief\" does not say {phrase!r} about states"
+
+
+def test_the_briefs_state_lines_are_valid_pol():
+    """The `state` example line (renamed) and every `state ...` span the brief shows, each in a
+    small program whose other free names are observations, pass `polc check`."""
+    line = next(ln for ln in example_lines() if ln.startswith("state NAME"))
+    spans = [re.sub(r"\bEXPR\b", "x", line.replace("NAME", "s"))]
+    spans += [s for s in SPAN.findall(brief()) if s.startswith("state ")]
+    assert len(spans) >= 3, spans
+    for span in spans:
+        state = span.split()[1]
+        names = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", re.sub(r'"[^"]*"', "", span)))
+        free = sorted(names - {state, "state", "real", "bool", "in", "next", "if", "then", "else", "true", "false",
+                               "and", "or", "not"})
+        program = "\n".join(["policy p", *(f"obs {n} : real in [-1, 1]" for n in free), span,
+                             f"action a : real in [-1, 1] = if {state} then 1 else 0" if "bool" in span.split("=")[0]
+                             else f"action a : real in [-1, 1] = clip({state}, -1, 1)"]) + "\n"
+        polc.loads(program, "brief.pol")
