@@ -17,6 +17,7 @@ import pytest
 
 import polc
 from polc.analysis.reference import run as reference_run
+from polc.check.typed import state_modes
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples" / "memory").glob("*.pol"))
@@ -84,7 +85,7 @@ def test_the_pick_place_machine_walks_through_its_modes_with_a_dwell_and_a_retry
     modes, out = _walk(tp, [far, above, down] + [gripped] * 7 + [slipped, slipped])
     assert modes[-3:] == [3, 3, 1]  # the grasp failed in LIFT: back to DESCEND, one retry counted
     assert float(out.next_state["retries"]) == 1.0
-    names = [n for n, _ in polc.typed.state_modes(tp, tp.states[0])]
+    names = [n for n, _ in state_modes(tp, tp.states[0])]
     assert names == ["APPROACH", "DESCEND", "GRASP", "LIFT", "TRANSPORT"]
 
 

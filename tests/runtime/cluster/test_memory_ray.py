@@ -1,7 +1,7 @@
 """A policy with memory on a local Ray instance (2 CPUs, 127.0.0.1 only): the workers carry and
 reset each environment's state as one process does, so `polc rollout --ray` writes the local trace
 (state columns included). The workers' RL collection, in-process and cheap, is in
-tests/test_memory_runtime.py (`RolloutWorker` shares against one `Collector`)."""
+tests/runtime/acting/test_memory_runtime.py (`RolloutWorker` shares against one `Collector`)."""
 
 from __future__ import annotations
 
