@@ -225,8 +225,8 @@ class Dialogue:
         f = self.fitted.info
         keep = self.m.keep or {}
         if keep.get("kept") == "declared":  # the fit lost in closed loop: say so, not "fitted ... (unmoved)"
-            weights = (f"The fitted weights scored worse than the declared ones in closed loop on the training "
-                       f"seeds, so this round runs the declared weights ({keep.get('reason', '').rstrip('.')}): "
+            why = keep.get("reason", "").split("; the declared weights are kept")[0].rstrip(".")
+            weights = (f"This round runs the declared weights, not the fitted ones: {why}. The declared weights: "
                        f"{fmt_weights(self.fitted.weights)}.\n")
         else:
             weights = (f"Fitted weights, each with its declared value where the fit moved it: "

@@ -163,7 +163,7 @@ def test_refine_ending_normally_exits_0(task, tmp_path, capsys):
     assert f"final policy: {final / 'policy.pol'} with its {which} weights {final / 'params.json'}" in out, out
     prompt = (final / "conversation.md").read_text()  # what the model was told of the weights it saw run
     if which == "declared":  # never "Fitted weights ... (unmoved)" for weights the fit did not give
-        assert "so this round runs the declared weights" in prompt and "Fitted weights, each" not in prompt
+        assert "This round runs the declared weights, not the fitted ones: " in prompt and "Fitted weights, each" not in prompt
     else:
         assert "Fitted weights, each with its declared value where the fit moved it" in prompt
 
