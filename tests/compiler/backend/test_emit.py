@@ -72,7 +72,15 @@ def check_module_matches_lowering(tp, tmp_path, name="emitted"):
     module = load_module(emit.emit_python(tp), tmp_path, name)
     policy = lower(tp)
     params = policy.init(jax.random.PRNGKey(0))
-    for seed in range(3):
+    if tp.states:  # a program with memory: the same start and the same steps, carried three steps
+        state = policy.state0
+        assert_trees_close(module.init_state(), state)
+        for seed in range(3):
+            obs = random_obs(tp, seed)
+            mine = module.step_distribution(params, obs, state)
+            assert_trees_close(mine, policy.step_distribution(params, obs, state))
+            state = mine[3]
+    for seed in range(3 if not tp.states else 0):
         obs = random_obs(tp, seed)
         assert_trees_close(module.apply(params, obs), policy.apply(params, obs))
         assert_trees_close(module.distribution(params, obs), policy.distribution(params, obs))

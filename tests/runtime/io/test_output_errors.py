@@ -109,7 +109,7 @@ def test_refine_on_a_full_disk_exits_1_with_the_resume_hint(tmp_path, capsys, mo
     def full(self):
         raise WriteFailed(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "summary.json"))
 
-    monkeypatch.setattr(loop.Loop, "run", full)
+    monkeypatch.setattr(loop.Loop, "rounds", full)  # what refine.entry runs
     code = main(["refine", CAR_RACING, "-o", str(tmp_path / "run"), "--quick", "-q"])
     err = capsys.readouterr().err
     assert code == 1, err

@@ -138,7 +138,7 @@ def assert_trace_records_what_polc_rollout_records(d, k: int, m: dict, seeds: li
     meta = read_table(str(d / "trace.parquet"), columns=[]).metadata
     assert sorted(meta) == ["actions", "env", "kind", "noise_seed", "params", "polc_version", "policy", "refine",
                             "seed_kind", "seeds"]
-    assert meta["policy"]["structure_sha256"] == m["structure_sha256"]
+    assert meta["policy"]["structure_sha256"] == m.structure_sha256
     assert meta["policy"]["file"] == "policy.pol" and meta["policy"]["source"] == (d / "policy.pol").read_text()
     assert meta["env"] == {"name": "toy_reach", "id": toy.ENV_ID, "version": "1", "max_steps": 50}
     assert meta["seeds"] == seeds and meta["seed_kind"] == "training"
