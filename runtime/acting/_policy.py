@@ -64,11 +64,13 @@ class Step(NamedTuple):
 def acting(policy) -> Acting:
     """The `Acting` of a `CompiledPolicy` (polc.lower)."""
     def init_state() -> State:
-        return {}  # policy state: `policy.state0` here
+        return policy.state0
 
     def distribution(params, obs: Arrays, state: State):
-        mean, std, latents = policy.distribution(params, obs)  # policy state: `policy.step_distribution(params, obs, state)`
-        return mean, std, latents, state
+        if not policy.program.states:  # no memory: the distribution as before, the state {} passed on
+            mean, std, latents = policy.distribution(params, obs)
+            return mean, std, latents, state
+        return policy.step_distribution(params, obs, state)
 
     return Acting(policy.program, init_state, distribution)
 
