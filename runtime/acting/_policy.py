@@ -12,21 +12,21 @@ sees the same distribution:
     base = acting(policy)
     rl = with_std_scale(with_min_std(base, 0.1), scale)   # std = max(std, 0.1) * scale
 
-The POLICY STATE is a pytree carried from step to step of an episode; today's programs
-have no memory, so it is `{}` and `next_state` is `state`. The batched steps built on
-`act` (`polc.runtime.trace.rollout`, `polc.runtime.rl.collect`,
-`polc.runtime.rl.es.population`) carry one state per environment (`initial_states`) and
-reset a slot's to the initial state where its episode starts (`fresh`: its step counter is
-0). When `CompiledPolicy` gains `state0` and `step_distribution(params, obs, state) ->
-(mean, std, latents, next_state)`, adopting them is the change in `acting` below (marked
-"policy state"), and `episodes_log_prob` becomes a `lax.scan` over the time axis from the
-initial state instead of a `vmap` (marked too). Noise and log-densities are computed here
-from the distribution, so the compiled policy's own `sample` / `log_prob` (and the future
-`step_sample` / `step_log_prob`) are not needed by the runtime.
+The POLICY STATE is a pytree carried from step to step of an episode: the program's
+states (docs/language.md, "Memory"), name -> value, starting from `CompiledPolicy.state0`
+and stepped by `CompiledPolicy.step_distribution`; a program without memory has the state
+`{}` (`next_state` is `state`) and acts through its memoryless `distribution`, bit for bit
+as before states existed. The batched steps built on `act` (`polc.runtime.trace.rollout`,
+`polc.runtime.rl.collect`, `polc.runtime.rl.es.population`) carry one state per
+environment (`initial_states`) and reset a slot's to the initial state where its episode
+starts (`fresh`: its step counter is 0). `episodes_log_prob` is a `lax.scan` over the time
+axis from the initial state for a program with memory (a `vmap` over steps without).
+Noise and log-densities are computed here from the distribution, so the compiled policy's
+own `sample` / `log_prob` / `step_sample` / `step_log_prob` are not needed by the runtime.
 
-Not carried: brax's PPO networks and `polc fit`'s rows see the initial state at every step
-(`batched_distribution`), since brax's policy network is stateless and demonstrations
-are fitted row by row; both would need their own scan for a policy with memory.
+`batched_distribution` scores independent rows, each at the initial state: it is what a
+memoryless program's `polc fit` and brax's PPO networks use; brax's policy network is
+stateless, so the brax engine refuses a program with memory (`polc.runtime.rl.brax`).
 """
 
 from __future__ import annotations
@@ -63,14 +63,17 @@ class Step(NamedTuple):
 
 def acting(policy) -> Acting:
     """The `Acting` of a `CompiledPolicy` (polc.lower)."""
-    def init_state() -> State:
-        return policy.state0
-
-    def distribution(params, obs: Arrays, state: State):
-        if not policy.program.states:  # no memory: the distribution as before, the state {} passed on
+    state0 = dict(getattr(policy, "state0", None) or {})
+    if not state0:  # no memory: the memoryless entry point, so such a program acts bit for bit as before
+        def distribution(params, obs: Arrays, state: State):
             mean, std, latents = policy.distribution(params, obs)
             return mean, std, latents, state
-        return policy.step_distribution(params, obs, state)
+    else:
+        def distribution(params, obs: Arrays, state: State):
+            return policy.step_distribution(params, obs, state)
+
+    def init_state() -> State:
+        return dict(state0)
 
     return Acting(policy.program, init_state, distribution)
 
@@ -148,12 +151,21 @@ def log_prob(act_: Acting, params, obs: Arrays, actions: Arrays, state: State) -
 def episodes_log_prob(act_: Acting, params, obs: Arrays, actions: Arrays) -> jax.Array:
     """(E, T) log-densities of padded episodes (obs and actions (E, T, *shape), every
     episode starting at t = 0)."""
-    def one(params, obs, actions):
-        # policy state: a `jax.lax.scan` over T carrying the state from `act_.init_state()`
-        return log_prob(act_, params, obs, actions, act_.init_state())[0]
+    if not act_.init_state():  # no memory: the steps are independent
+        def one(params, obs, actions):
+            return log_prob(act_, params, obs, actions, {})[0]
 
-    per_step = jax.vmap(one, in_axes=(None, 0, 0))
-    return jax.vmap(per_step, in_axes=(None, 0, 0))(params, obs, actions)
+        per_step = jax.vmap(one, in_axes=(None, 0, 0))
+        return jax.vmap(per_step, in_axes=(None, 0, 0))(params, obs, actions)
+
+    def episode(params, obs, actions):  # (T, ...) -> (T,): a scan over time from the initial state
+        def step(state, xs):
+            logp, nxt = log_prob(act_, params, xs[0], xs[1], state)
+            return nxt, logp
+
+        return jax.lax.scan(step, act_.init_state(), (obs, actions))[1]
+
+    return jax.vmap(episode, in_axes=(None, 0, 0))(params, obs, actions)
 
 
 def batched_distribution(act_: Acting) -> Callable:

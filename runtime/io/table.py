@@ -66,7 +66,7 @@ import numpy as np
 from polc.util.files import WriteFailed, naming, temporary_beside  # noqa: F401  (temporary_beside re-exported)
 
 # Column kinds by prefix, in table order.
-PREFIXES = ("obs", "latent", "weight", "mean", "action")
+PREFIXES = ("obs", "latent", "state", "weight", "mean", "action")
 # pyarrow (0.2 s to import) is loaded when a table is first written or read: `polc eval`,
 # which builds the trace layout (`step_columns`) but writes no table, never imports it.
 pa = lazy.load("pyarrow")
@@ -95,6 +95,8 @@ class ColumnSpec:
     hi: float = math.inf
     proved: Optional[tuple[float, float]] = None  # the range the analysis proved (hull over elements)
     units: Optional[str] = None
+    # a state machine's named modes, (name, value) in value order (`polc.check.typed.state_modes`)
+    modes: tuple[tuple[str, float], ...] = ()
 
     @property
     def size(self) -> int:
@@ -102,7 +104,7 @@ class ColumnSpec:
 
     @property
     def kind(self) -> str:
-        """obs, latent, weight, mean, action, executed (a column's prefix); index, reward, end."""
+        """obs, latent, state, weight, mean, action, executed (a column's prefix); index, reward, end."""
         prefix, dot, _ = self.name.partition(".")
         return prefix if dot else KINDS.get(self.name, "other")
 
@@ -123,11 +125,15 @@ class ColumnSpec:
         return self.name + ".list.element" * len(self.shape)
 
     def describe(self) -> dict:
-        """This column's entry in the column table (`polc.columns`, docs/traces.md)."""
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "shape": list(self.shape),
-                "doc": self.doc, "range": [_bound_json(self.lo), _bound_json(self.hi)],
-                "proved": None if self.proved is None else [_bound_json(x) for x in self.proved],
-                "units": self.units}
+        """This column's entry in the column table (`polc.columns`, docs/traces.md); a state
+        machine's state adds "modes", {name: value} (absent elsewhere)."""
+        out = {"name": self.name, "kind": self.kind, "dtype": self.dtype, "shape": list(self.shape),
+               "doc": self.doc, "range": [_bound_json(self.lo), _bound_json(self.hi)],
+               "proved": None if self.proved is None else [_bound_json(x) for x in self.proved],
+               "units": self.units}
+        if self.modes:
+            out["modes"] = {name: value for name, value in self.modes}
+        return out
 
 
 def _num(x: float) -> Any:
@@ -451,7 +457,7 @@ def _leaves(arr: pa.Array) -> pa.Array:
 
 
 def _with_column_table(path: str, specs: dict[str, ColumnSpec], raw: Optional[bytes]) -> dict[str, ColumnSpec]:
-    """Take doc, ranges, proved ranges and units from the file's column table when it has one."""
+    """Take doc, ranges, proved ranges, units and a state's modes from the file's column table when it has one."""
     if raw is None:
         return specs
     try:
@@ -470,10 +476,21 @@ def _with_column_table(path: str, specs: dict[str, ColumnSpec], raw: Optional[by
             doc, units = r.get("doc"), r.get("units")
             if not all(x is None or isinstance(x, str) for x in (doc, units)):
                 raise ValueError(f'the doc or units of {r["name"]} in its {COLUMNS_KEY} metadata is not a string')
-            out[r["name"]] = ColumnSpec(spec.name, spec.shape, spec.dtype, doc, lo, hi, proved, units)
+            out[r["name"]] = ColumnSpec(spec.name, spec.shape, spec.dtype, doc, lo, hi, proved, units,
+                                        _modes(r.get("modes"), r["name"]))
         return out
     except ValueError as e:
         raise TableError(f"'{path}': {e}") from None
+
+
+def _modes(value: Any, name: str) -> tuple[tuple[str, float], ...]:
+    """A state column's modes, {name: value} in the column table -> ((name, value), ...) in value order."""
+    if value is None:
+        return ()
+    if not (isinstance(value, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                            for v in value.values())):
+        raise ValueError(f"the modes of {name} in its {COLUMNS_KEY} metadata are not names with numbers")
+    return tuple(sorted(((k, float(v)) for k, v in value.items()), key=lambda kv: kv[1]))
 
 
 def _pair(value: Any, what: str, open_ends: tuple[float, float]) -> tuple[float, float]:

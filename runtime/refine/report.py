@@ -254,19 +254,22 @@ def figure_returns(history: Sequence[dict], output: str, title: str, metric: Any
 
 
 def choose_latents(first: Any, last: Any, wanted: Optional[Sequence[str]] = None, n: int = 4) -> list[str]:
-    """Columns to compare: `wanted` (bare latent names or full columns), else the latents that
-    changed most between the rounds (scalar, not negligibly small) and those the last round
-    added, up to `n`; the action means when the rounds share no latent."""
+    """Columns to compare: `wanted` (bare latent or state names, or full columns), else the
+    latents and states that changed most between the rounds (scalar, not negligibly small)
+    and those the last round added, up to `n`; the action means when the rounds share no latent."""
     import numpy as np
 
     def full(name: str) -> str:
-        return name if "." in name else f"latent.{name}"
+        if "." in name:
+            return name
+        state = f"state.{name}"  # a policy's memory is traced as state.NAME (docs/language.md, "Memory")
+        return state if state in first.columns or state in last.columns else f"latent.{name}"
 
     if wanted:
         return [full(w) for w in wanted if full(w) in first.columns or full(w) in last.columns]
 
     def scalar(t: Any, c: str) -> bool:
-        return c.startswith("latent.") and not t.columns[c].shape and t.columns[c].dtype == "float32"
+        return c.startswith(("latent.", "state.")) and not t.columns[c].shape and t.columns[c].dtype == "float32"
 
     def values(t: Any, c: str) -> Any:
         v = np.asarray(t.column(c), np.float64)

@@ -1,5 +1,6 @@
 """A trace on the page: its columns (doc, declared range, the range seen), its episodes'
-returns, and latent plots over an episode (the paper's Figure 6) from its own columns.
+returns, and latent plots over an episode (the paper's Figure 6) from its own columns; a
+policy's states (its memory, `state.NAME` columns) are shown as latents are, labelled as states.
 `polc report TRACE.parquet [--policy P.pol]` is this page alone; a run's page uses the
 same pieces per round.
 """
@@ -24,12 +25,12 @@ def _scalar_float(table: Any, name: str) -> bool:
 
 
 def choose_columns(table: Any, n: int = 6) -> list[str]:
-    """The latents a person wants to see over an episode: the scalar real latents that move
-    (range above 1e-2), most varied first, up to `n`; the action means when none moves, the
-    actions when the table has no means (a demonstration)."""
+    """The latents a person wants to see over an episode: the scalar real latents and states
+    that move (range above 1e-2), most varied first, up to `n`; the action means when none
+    moves, the actions when the table has no means (a demonstration)."""
     moving = []
     for c in table.columns:
-        if c.startswith("latent.") and _scalar_float(table, c):
+        if c.startswith(("latent.", "state.")) and _scalar_float(table, c):
             v = np.asarray(table.column(c), np.float64)
             v = v[np.isfinite(v)]
             if v.size and float(np.ptp(v)) >= 1e-2:
@@ -67,15 +68,28 @@ def latent_charts(traces: Sequence[tuple[str, Any]], names: Sequence[str]) -> st
                          np.asarray(table.column(name), np.float64)[sel])
             series.append(Series(f"{label} (episode {ep})", list(x), list(y), line=True))
         if series:
-            doc = next((t.columns[name].doc for _, t in traces if t is not None and name in t.columns), None)
-            out.append(page.line_chart(Chart(name + (f": {doc}" if doc else ""), "step", name.split(".", 1)[-1],
-                                             series, height=240)))
-    return "".join(out) or page.missing("No scalar latent or action mean to plot in these traces.")
+            spec = next((t.columns[name] for _, t in traces if t is not None and name in t.columns), None)
+            doc = _described(spec)
+            label = name.split(".", 1)[-1] + (" (state)" if name.startswith("state.") else "")
+            out.append(page.line_chart(Chart(name + (f": {doc}" if doc else ""), "step", label, series, height=240)))
+    return "".join(out) or page.missing("No scalar latent, state or action mean to plot in these traces.")
+
+
+def _described(spec: Any) -> str:
+    """A column's doc, and for a state machine's state its modes (`state.mode`: "... modes: A = 0, B = 1")."""
+    if spec is None:
+        return ""
+    modes = getattr(spec, "modes", ())
+    text = spec.doc or ""
+    if modes:
+        text += ("; " if text else "") + "modes: " + ", ".join(f"{name} = {num(value)}" for name, value in modes)
+    return text
 
 
 def columns_table(table: Any) -> str:
     """Every column: kind, shape, doc, the declared range and the range seen in the trace
-    (a value outside the declared range is marked)."""
+    (a value outside the declared range is marked); a state's type says "state", its doc
+    its modes."""
     rows = []
     for name, spec in table.columns.items():
         seen, outside = "", False
@@ -91,7 +105,8 @@ def columns_table(table: Any) -> str:
             seen = f"true at {100 * float(np.mean(table.column(name))):.0f}% of steps" if table.num_rows else ""
         shape = "x".join(map(str, spec.shape)) if spec.shape else "scalar"
         cell = f'<span class="outside">{esc(seen)} (outside the declared range)</span>' if outside else esc(seen)
-        rows.append([esc(name), esc(f"{spec.dtype} {shape}"), esc(spec.doc or ""), esc(constraint(spec.lo, spec.hi)), cell])
+        kind = f"{spec.dtype} {shape}" + (", state" if name.startswith("state.") else "")
+        rows.append([esc(name), esc(kind), esc(_described(spec)), esc(constraint(spec.lo, spec.hi)), cell])
     return page.table(["column", "type", "doc", "declared range", "seen"], rows, raw=True)
 
 

@@ -253,6 +253,7 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
 
     from ..trace.rollout import verify_compatible
     from .brax import BRAX_ENVS, BraxConfig, BraxError, train_brax
+    from .brax.networks import verify_memoryless
     from .brax.train import CHECKPOINT, PARAMS, exists, saved_config
 
     if args.env not in BRAX_ENVS:
@@ -262,8 +263,12 @@ def _cmd_rl_brax(args: argparse.Namespace) -> int:
         raise UsageError("polc: --engine brax needs --num-envs N and --timesteps T.")
     if args.num_envs < 1 or args.timesteps < 0:
         raise UsageError("polc: --num-envs must be at least 1 and --timesteps at least 0.")
-    spec = rc.env_spec(args.env)
     policy = rc.compile_policy(args.file)
+    try:
+        verify_memoryless(policy.program)
+    except BraxError as err:
+        return rc.fail(str(err))
+    spec = rc.env_spec(args.env)
     settings = {SHARED[k]: getattr(args, k) for k in SHARED if getattr(args, k) is not None}
     if args.evals is not None:
         if args.evals < 1:

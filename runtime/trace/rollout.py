@@ -6,7 +6,7 @@ Traced or not, that call takes the observations of every environment packed in
 one (N, O) float32 array and returns one packed (N, D) float32 array:
 
     untraced  D = the actions, flattened and concatenated
-    traced    D = [obs (all the env's), latents, means, actions]
+    traced    D = [obs (all the env's), latents, states, means, actions]
 
 so a traced step moves one slightly wider array from the device instead of
 dozens of small ones; the host keeps each step's rows and splits an episode's
@@ -105,7 +105,7 @@ def _segments(items: Sequence[tuple[str, tuple[int, ...], str]], start: int = 0)
 
 
 def _proved_ranges(tp: TypedProgram) -> dict[str, tuple[float, float]]:
-    """Column -> the hull of the interval `polc check` proves, for latents and action means."""
+    """Column -> the hull of the interval `polc check` proves, for latents, states and action means."""
     from polc.analysis.program import analyze_program
 
     intervals = analyze_program(tp).intervals
@@ -114,6 +114,10 @@ def _proved_ranges(tp: TypedProgram) -> dict[str, tuple[float, float]]:
         if x.name in intervals:
             iv = intervals[x.name]
             out["latent." + x.name] = (float(np.min(iv.lo)), float(np.max(iv.hi)))
+    for st in tp.states:
+        if st.name in intervals and st.type.base != T.BOOL:
+            iv = intervals[st.name]
+            out["state." + st.name] = (float(np.min(iv.lo)), float(np.max(iv.hi)))
     for a in tp.actions:  # the mean column is clipped to the declared range
         iv = intervals.get(a.name + ".mean")
         lo, hi = (-np.inf, np.inf) if iv is None else (float(np.min(iv.lo)), float(np.max(iv.hi)))
@@ -132,16 +136,19 @@ class TraceLayout:
         self.obs_size = sum(s.size for s in self.obs)
         latents = _segments([("latent." + lat.name, lat.type.shape, "bool" if lat.type.base == T.BOOL else "float32")
                              for lat in tp.latents], self.obs_size)
+        # a state's value at the start of each step (docs/language.md, "Memory"); none without memory
+        states = _segments([("state." + st.name, st.type.shape, "bool" if st.type.base == T.BOOL else "float32")
+                            for st in tp.states], self.obs_size + sum(s.size for s in latents))
         means = _segments([("mean." + a.name, a.type.shape, "float32") for a in tp.actions],
-                          self.obs_size + sum(s.size for s in latents))
-        self.values = latents + means  # after the obs in a traced row
+                          self.obs_size + sum(s.size for s in latents + states))
+        self.values = latents + states + means  # after the obs in a traced row
         # not in the row: the same at every step, filled in from the run's constrained weights
         self.weights = _segments([("weight." + w.name, w.type.shape, "float32") for w in tp.weights])
         self.actions = _segments([("action." + a.name, a.type.shape, "float32") for a in tp.actions])
         self.traced_actions = _segments([(s.column, s.shape, s.dtype) for s in self.actions],
                                         self.obs_size + sum(s.size for s in self.values))
-        # every column in table order: obs, latents, weights, means, actions
-        self._table = self.obs + latents + self.weights + means + self.actions
+        # every column in table order: obs, latents, states, weights, means, actions
+        self._table = self.obs + latents + states + self.weights + means + self.actions
 
         # (name, start, size, shape) of the obs and of the actions in the untraced and
         # traced rows, computed once (a Segment's size is an np.prod)
@@ -163,10 +170,15 @@ class TraceLayout:
     def columns(self) -> tuple[ColumnSpec, ...]:
         """Every column of a trace, with the doc and range the program declares
         (the environment's for what the program leaves open or does not read),
-        and for latents and action means the range the analysis proved."""
+        for latents, states and action means the range the analysis proved, and for a
+        state machine's state its named modes (`polc.check.typed.state_modes`)."""
+        from polc.check.typed import state_modes
+
         tp = self.tp
         proved = _proved_ranges(tp)
+        modes = {"state." + st.name: state_modes(tp, st) for st in tp.states}
         decls = {**{"obs." + o.name: o for o in tp.obs}, **{"latent." + x.name: x for x in tp.latents},
+                 **{"state." + st.name: st for st in tp.states},
                  **{"weight." + w.name: w for w in tp.weights},
                  **{"mean." + a.name: a for a in tp.actions}, **{"action." + a.name: a for a in tp.actions}}
         fields = {"obs." + f.name: f for f in self.schema.obs}
@@ -178,12 +190,12 @@ class TraceLayout:
             if f is not None and (d is None or (lo, hi) == (-np.inf, np.inf)):
                 lo, hi = f.lo, f.hi
             body.append(ColumnSpec(s.column, s.shape, s.dtype, doc, lo, hi, proved.get(s.column),
-                                   getattr(f, "units", None)))
+                                   getattr(f, "units", None), modes.get(s.column) or ()))
         return step_columns(body)
 
     def unpack(self, rows: np.ndarray, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """(T, D) packed rows of one episode and the constrained `weights` (name -> value) ->
-        columns obs.*, latent.*, weight.*, mean.*, action.* (each (T, *shape), in table order)."""
+        columns obs.*, latent.*, state.*, weight.*, mean.*, action.* (each (T, *shape), in table order)."""
         t = rows.shape[0]
         out = {}
         in_row = {s.column: s for s in self.obs + self.values + self.traced_actions}
@@ -220,7 +232,8 @@ def make_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callable
         actions = clip_actions(tp, s.actions) if config.sample else s.mean
         parts = [actions[a.name] for a in tp.actions]
         if config.trace:
-            parts = [flat] + [s.latents[x.name] for x in tp.latents] + [s.mean[a.name] for a in tp.actions] + parts
+            parts = ([flat] + [s.latents[x.name] for x in tp.latents] + [s.latents[st.name] for st in tp.states]
+                     + [s.mean[a.name] for a in tp.actions] + parts)
         return jnp.concatenate([jnp.ravel(jnp.asarray(p, jnp.float32)) for p in parts]), s.state
 
     return jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0, 0)))
@@ -245,15 +258,19 @@ def make_c_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callab
     lib = build(tp, weight_values(tp, policy.init(_key0()), "init", policy), tempfile.mkdtemp(prefix="polc_c_"))
     packed: dict = {}
 
-    def step(params, flat, state, seed, steps):  # the policy state passes through: C programs have none
+    def step(params, flat, state, seed, steps):
         if packed.get("params") is not params:
             packed.update(params=params, weights=pack_weights(tp, weight_values(tp, params, "params", policy)))
         flat = np.asarray(flat, np.float32)
-        actions, latents = lib.step_batch(flat[:, take], latents=config.trace, weights=packed["weights"])
-        if config.trace:
+        if tp.states:  # the C states, (n, words), a copy advanced in place; a slot at its step 0 starts afresh
+            state = np.where(np.asarray(steps)[:, None] == 0, lib.initial_states(1), state).astype(np.uint32)
+        actions, latents = lib.step_batch(flat[:, take], latents=config.trace, weights=packed["weights"],
+                                          state=state if tp.states else None)
+        if config.trace:  # C's latents row ends with the states' values at the start of the step
             return np.concatenate([flat, latents, actions, actions], 1), state
         return actions, state
 
+    step.initial_states = lib.initial_states  # the policy state of n environments, as the C code holds it
     return step
 
 
@@ -293,8 +310,9 @@ def compiled_for(policy, layout: TraceLayout, config: RolloutConfig) -> _Compile
         from ..acting import acting, initial_states
 
         make = make_c_step_fn if config.backend == "c" else make_step_fn
-        made = _Compiled(policy, make(policy, layout, config), jax.jit(policy.constrain),
-                         partial(initial_states, acting(policy)))
+        step = make(policy, layout, config)
+        made = _Compiled(policy, step, jax.jit(policy.constrain),
+                         getattr(step, "initial_states", None) or partial(initial_states, acting(policy)))
         _compiled[key] = made
         while len(_compiled) > _COMPILED_KEPT:
             _compiled.popitem(last=False)

@@ -106,6 +106,15 @@ def polc_normal(action_size: int):
     return PolcNormal()
 
 
+def verify_memoryless(tp) -> None:
+    """Raise `BraxError` for a program with memory: brax's policy network is a function of
+    the current observation, with no state to carry between steps (docs/brax.md)."""
+    if tp.states:
+        names = ", ".join(f'"{st.name}"' for st in tp.states)
+        raise BraxError(f'policy "{tp.name}" has memory (state {names}), and brax\'s policy network carries no '
+                        f"state between steps: train it with --engine polc or --engine es")
+
+
 def verify_actions(tp, schema) -> None:
     """Raise `BraxError` unless every environment action is a stochastic action of the policy."""
     from ..collect import RLError, verify_stochastic
@@ -123,8 +132,8 @@ def verify_actions(tp, schema) -> None:
 
 def policy_apply(policy, schema) -> Callable:
     """(params, obs (..., O)) -> (..., 2A) [mean, std], actions in the schema's order: the
-    distribution of `polc.runtime.acting` at the initial policy state (brax's policy
-    network has no state to carry)."""
+    distribution of `polc.runtime.acting` (brax's policy network has no state to carry: a
+    program with memory is refused, `verify_memoryless`)."""
     import jax.numpy as jnp
 
     from ...acting import acting, batched_distribution
@@ -132,6 +141,7 @@ def policy_apply(policy, schema) -> Callable:
     from ..collect import unflatten
 
     tp = policy.program
+    verify_memoryless(tp)
     layout = TraceLayout(tp, schema)
     obs_names = [o.name for o in tp.obs]
     order = [f.name for f in schema.actions]

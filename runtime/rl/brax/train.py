@@ -54,7 +54,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 
 from ..checkpoint import other_run
-from .networks import BraxError, _brax, clip_to_policy, make_env, policy_network_factory, verify_actions
+from .networks import BraxError, _brax, clip_to_policy, make_env, policy_network_factory, verify_actions, verify_memoryless
 
 PARAMS, LOG, CURVE, CHECKPOINT = "rl.params", "log.json", "curve.png", "brax_checkpoint.msgpack"
 FORMAT = 1
@@ -198,8 +198,9 @@ def train_brax(policy, params, env: Any, config: BraxConfig, directory: str, res
 
     from ...io.params import params_sha256, structure_sha256
 
-    spec_schema, spec_metric, env_name = _resolve(env, schema, metric)
     tp = policy.program
+    verify_memoryless(tp)
+    spec_schema, spec_metric, env_name = _resolve(env, schema, metric)
     verify_actions(tp, spec_schema)
     devices = jax.local_device_count()
     try:
