@@ -24,7 +24,14 @@ the weights declared in the source; restart k >= 1 perturbs them in the
 unconstrained space (and draws new mlp weights). The restart with the lowest
 validation loss wins. A loss that becomes
 non-finite ends that restart with a message; if it is non-finite at the start,
-`FitError` says which value (latent, mean or std) is to blame.
+`FitError` says which value (state, latent, mean or std) is to blame.
+
+A program with memory (`state` declarations) is fitted by whole episodes (`episodes`: the
+rows of each, in table order): a batch holds episodes padded to the bucket of the longest
+(`_episode_batches`), each run as a scan over its steps from the initial state
+(`losses.episode_loss`), and the validation split holds out whole episodes
+(`split_episodes`); everything else (objective per real step, restarts, early stopping,
+the compiled epochs) is the same.
 """
 
 from __future__ import annotations
