@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -151,3 +152,13 @@ def test_a_memoryless_program_fits_row_by_row_as_before():
     before = {"kd": -0.5038430094718933, "kp": -0.20938149094581604, "s": -2.3827168941497803}
     for name, value in before.items():
         assert float(r.params[name]) == pytest.approx(value, rel=1e-5, abs=1e-6)
+
+
+def test_a_weight_read_only_by_a_state_update_moves_the_mean():
+    """`omega` is read only where the clock state is updated, yet it moves the action from the
+    next step on: the fit's prior pull and ES's search (`mean_weights`) include it."""
+    from polc.analysis.deps import mean_weights
+
+    tp = polc.loads(pathlib.Path("examples/swimmer/oscillator.pol").read_text(), "oscillator.pol", analyze=False).typed
+    assert mean_weights(tp) == {"omega", "amp", "lag", "kp", "kd"}
+    assert "alpha" in mean_weights(polc.loads(LAG, "lag.pol", analyze=False).typed)
