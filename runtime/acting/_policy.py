@@ -170,7 +170,13 @@ def episodes_log_prob(act_: Acting, params, obs: Arrays, actions: Arrays) -> jax
 
 def batched_distribution(act_: Acting) -> Callable:
     """(params, obs (B, *shape)) -> (mean, std, latents), each (B, ...): independent rows,
-    each at the initial state."""
+    each at the initial state; for a program without memory only (a program with memory is
+    scored along its episodes: `episodes_log_prob`), so raises ValueError for one."""
+    if act_.init_state():
+        names = ", ".join(f'"{n}"' for n in act_.init_state())
+        raise ValueError(f'policy "{act_.program.name}" has memory (state {names}), so its steps are not independent '
+                         f"rows: score its episodes in order from the initial state (acting.episodes_log_prob)")
+
     def one(params, obs):
         return act_.distribution(params, obs, act_.init_state())[:3]
 

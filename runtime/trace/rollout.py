@@ -257,13 +257,14 @@ def make_c_step_fn(policy, layout: TraceLayout, config: RolloutConfig) -> Callab
                            for o in tp.obs] or [np.zeros(0, np.int64)])
     lib = build(tp, weight_values(tp, policy.init(_key0()), "init", policy), tempfile.mkdtemp(prefix="polc_c_"))
     packed: dict = {}
+    fresh = lib.initial_states(1)  # (1, words): the state an episode starts from (none without memory)
 
     def step(params, flat, state, seed, steps):
         if packed.get("params") is not params:
             packed.update(params=params, weights=pack_weights(tp, weight_values(tp, params, "params", policy)))
         flat = np.asarray(flat, np.float32)
         if tp.states:  # the C states, (n, words), a copy advanced in place; a slot at its step 0 starts afresh
-            state = np.where(np.asarray(steps)[:, None] == 0, lib.initial_states(1), state).astype(np.uint32)
+            state = np.where(np.asarray(steps)[:, None] == 0, fresh, state).astype(np.uint32)
         actions, latents = lib.step_batch(flat[:, take], latents=config.trace, weights=packed["weights"],
                                           state=state if tp.states else None)
         if config.trace:  # C's latents row ends with the states' values at the start of the step

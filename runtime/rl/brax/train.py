@@ -54,7 +54,8 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 
 from ..checkpoint import other_run
-from .networks import BraxError, _brax, clip_to_policy, make_env, policy_network_factory, verify_actions, verify_memoryless
+from .networks import (BraxError, _brax, clip_to_policy, make_env, policy_network_factory, verify_actions,
+                       verify_memoryless)
 
 PARAMS, LOG, CURVE, CHECKPOINT = "rl.params", "log.json", "curve.png", "brax_checkpoint.msgpack"
 FORMAT = 1
