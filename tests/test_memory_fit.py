@@ -162,3 +162,48 @@ def test_a_weight_read_only_by_a_state_update_moves_the_mean():
     tp = polc.loads(pathlib.Path("examples/swimmer/oscillator.pol").read_text(), "oscillator.pol", analyze=False).typed
     assert mean_weights(tp) == {"omega", "amp", "lag", "kp", "kd"}
     assert "alpha" in mean_weights(polc.loads(LAG, "lag.pol", analyze=False).typed)
+
+
+def _ragged() -> Demos:
+    """The filter's demonstration with episodes of 30 to 50 steps (the same length bucket)."""
+    xs, us = generate(seed=5)
+    lengths = [30 + (e * 7) % 21 for e in range(E)]
+    return Demos({"x": np.concatenate([xs[e, :n] for e, n in enumerate(lengths)])},
+                 {"u": np.concatenate([us[e, :n] for e, n in enumerate(lengths)])},
+                 np.concatenate([np.full(n, e) for e, n in enumerate(lengths)]))
+
+
+def test_episodes_are_padded_to_a_bucket_with_a_padding_episode():
+    from polc.runtime.il.train import _episode_batches
+
+    demos = _ragged()
+    batch = _episode_batches(demos, 32)
+    weight = np.asarray(batch.weight)
+    assert weight.shape == (32, 64) and batch.obs["x"].shape == (32, 64)
+    assert weight[:E].sum(axis=1).tolist() == [30 + (e * 7) % 21 for e in range(E)]
+    assert not weight[E:].any()  # the padding episodes
+    n0 = 30
+    assert np.all(np.asarray(batch.obs["x"])[0, n0:] == demos.obs["x"][n0 - 1])  # an episode's last row repeated
+
+
+_compiles = {"on": False, "n": 0}
+
+
+def _count(name: str, secs: float, **kw) -> None:
+    if _compiles["on"] and name == "/jax/core/compile/backend_compile_duration":
+        _compiles["n"] += 1
+
+
+def test_ragged_episodes_fit_and_share_the_compiled_step(lag, result):
+    """Episodes of other lengths in the same buckets (rows, episodes per batch) reuse the
+    compiled step of the first fit: no XLA compile, and the gain is recovered as well."""
+    import jax
+
+    jax.monitoring.register_event_duration_secs_listener(_count)
+    _compiles.update(on=True, n=0)
+    try:
+        r = fit(lag, _ragged(), FAST)
+    finally:
+        _compiles["on"] = False
+    assert _compiles["n"] == 0
+    assert float(lag.constrain(r.params)["alpha"]) == pytest.approx(TRUE["alpha"], rel=0.05)
