@@ -169,7 +169,10 @@ def split_episodes(demos: Demos, val_fraction: float, seed: int) -> tuple[Demos,
                        "--episodes 5`)")
     n_val = min(len(eps) - 1, max(1, int(round(len(eps) * val_fraction))))
     perm = np.random.default_rng(seed).permutation(len(eps))
-    take = lambda js: demos.take(np.concatenate([eps[j] for j in sorted(js)]))  # noqa: E731
+
+    def take(js) -> Demos:
+        return demos.take(np.concatenate([eps[j] for j in sorted(js)]))
+
     return take(perm[n_val:]), take(perm[:n_val])
 
 
