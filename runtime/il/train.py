@@ -332,8 +332,8 @@ class _Trainer:
 
     def order(self, rng: np.random.Generator, epochs: int) -> np.ndarray:
         """(epochs, nb, bs) int32: each epoch's shuffled training rows (with memory: episodes),
-        padded with row 0 (the padding episode) (shuffled on the host: a jitted permutation would add most of a second to every
-        compile)."""
+        padded with row 0 (with memory: the padding episode, index n). Shuffled on the host:
+        a jitted permutation would add most of a second to every compile."""
         nb, bs = self.shape
         idx = np.full((epochs, nb * bs), self.pad, np.int32)
         for e in range(epochs):
