@@ -94,16 +94,18 @@ __all__ = ["Deps"]
 
 
 def mean_weights(tp: T.TypedProgram) -> set[str]:
-    """The weights some action's mean depends on (through latents and other actions);
-    a weight outside it is read only by noise stds. What imitation learning pulls
-    toward its declared value and what evolution strategies search."""
-    nodes = {n.name: n for n in tp.nodes}
+    """The weights some action's mean depends on (through latents, other actions and
+    states' updates: a weight read only where a state is updated moves the mean from the
+    next step on); a weight outside it is read only by noise stds. What imitation learning
+    pulls toward its declared value and what evolution strategies search."""
+    exprs = {n.name: n.expr for n in tp.nodes}
+    exprs.update({st.name: st.update for st in getattr(tp, "states", ())})
     seen: set[str] = set()
     todo = [a.name for a in tp.actions]
     while todo:
         name = todo.pop()
-        for r in T.refs(nodes[name].expr) - seen:
+        for r in T.refs(exprs[name]) - seen:
             seen.add(r)
-            if r in nodes:
+            if r in exprs:
                 todo.append(r)
     return {w.name for w in tp.weights} & seen

@@ -6,7 +6,7 @@ constant disturbance d (runtime/envs/disturbance.py). The expert reads d (hidden
 env.toml marks it `hidden = true`) and cancels it, u = -(KP theta + KD theta') - d, so the pole
 settles at theta = 0. A PD controller without d settles where (15 - 3 KP) theta = -3 d, at
 theta = d / (KP - 5) for small angles: 0.2 rad with KP = 10 and |d| = 1. An integrator finds -d
-from the error it leaves (pid.pol.pending).
+from the error it leaves (pid.pol).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A hand-tuned PID reference for the disturbed pendulum, in Python: what pid.pol.pending computes,
+"""A hand-tuned PID reference for the disturbed pendulum, in Python: what pid.pol computes,
 measured before the compiler runs policies with memory
 (`polc eval --expert examples/pendulum_disturbed/pid_reference.py:pid --env examples/pendulum_disturbed/env.toml`).
 
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-KP, KD, KI = 10.0, 2.0, 0.5  # pid.pol.pending's declared weights
+KP, KD, KI = 10.0, 2.0, 0.5  # pid.pol's declared weights
 I_MAX = 1.5
 U_MAX = 2.0
 

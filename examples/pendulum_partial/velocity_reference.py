@@ -1,4 +1,4 @@
-"""velocity.pol.pending's computation in Python: examples/pendulum's controller with the angular
+"""velocity.pol's computation in Python: examples/pendulum's controller with the angular
 velocity estimated by finite difference of the angle, measured before the compiler runs policies
 with memory
 (`polc eval --expert examples/pendulum_partial/velocity_reference.py:estimator --env examples/pendulum_partial/env.toml`).

@@ -1,4 +1,4 @@
-"""oscillator.pol.pending's computation with its declared weights, in Python: what the gait
+"""oscillator.pol's computation with its declared weights, in Python: what the gait
 structure does before any training, measured before the compiler runs policies with memory
 (`polc eval --expert examples/swimmer/oscillator_reference.py:gait --env examples/swimmer/env.toml`).
 
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-OMEGA, AMP, LAG = 0.2, 0.8, 1.0  # oscillator.pol.pending's declared weights
+OMEGA, AMP, LAG = 0.2, 0.8, 1.0  # oscillator.pol's declared weights
 KP, KD = 1.0, 0.1
 
 

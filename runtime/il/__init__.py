@@ -18,9 +18,11 @@ import lazy_loader as lazy
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, submod_attrs={
     "closed_loop": ["ClosedLoop", "closed_loop_check", "training_seeds"],
-    "losses": ["Batch", "batch_loss", "centre", "objective", "per_step_loss", "prior_penalty"],
+    "losses": ["Batch", "batch_loss", "centre", "episode_loss", "has_memory", "objective", "per_step_loss",
+               "prior_penalty"],
     "defaults": ["CHECK_EPISODES", "PRIOR_SCALE"],
     "score_cache": ["ScoreCache", "default_cache", "score_key"],
     "step": ["FitStep", "fit_step", "structure_key"],
-    "train": ["Demos", "FitConfig", "FitError", "FitResult", "RestartResult", "fit", "load_demos"],
+    "train": ["Demos", "FitConfig", "FitError", "FitResult", "RestartResult", "episodes", "fit", "load_demos",
+              "split_episodes"],
 })

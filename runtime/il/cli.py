@@ -152,10 +152,12 @@ def register(sub: Any) -> None:
     c.add_argument("--epochs", type=int, default=2000, help="maximum epochs per restart")
     c.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate of the named weights")
     c.add_argument("--mlp-lr", type=float, default=1e-3, help="Adam learning rate of mlp(...) blocks")
-    c.add_argument("--batch-size", type=int, default=256, help="demonstration steps per Adam step (default 256)")
+    c.add_argument("--batch-size", type=int, default=256, help="demonstration steps per Adam step (default 256; a policy with memory: whole "
+                        "episodes, about this many steps' worth, at least one)")
     c.add_argument("--patience", type=int, default=100, help="epochs without validation improvement")
     c.add_argument("--val-fraction", type=float, default=0.2,
-                   help="share of the demonstration's rows held out at random for early stopping (default 0.2)")
+                   help="share of the demonstration's rows (a policy with memory: whole episodes) held out at "
+                        "random for early stopping (default 0.2)")
     c.add_argument("--seed", type=int, default=0, help="seed of the validation split, the restarts' initial draws and the batch order")
     c.add_argument("--prior-scale", type=_scale, default=PRIOR_SCALE, metavar="S",
                    help="weights without a prior are pulled toward their declared value by a Gaussian of "

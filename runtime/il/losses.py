@@ -14,6 +14,14 @@ unconstrained space, `(u - u_declared)^2 / (2 S^2)` with S the `prior_scale`
 `sum of per-step losses + prior_penalty`; `objective` returns it divided by `n`,
 so it reads on the scale of a mean per-step loss, and a prior's weight against
 the data is that of one more row per `n`, whatever the batch size.
+
+A program with MEMORY (`state` declarations) is fitted through time: a batch holds whole
+episodes, padded to a common length T (`Batch` arrays (B, T, *shape), `weight` (B, T): 1 on
+an episode's real steps, 0 after its end), and `episode_loss` runs each one as a
+`jax.lax.scan` over its steps from the initial state (`policy.state0`), the recorded
+observations as inputs, so each step's loss sees the state the episode's earlier steps
+made and gradients flow back through the state. The per-step losses are those of a row;
+the batch loss is their weighted mean over real steps, the same formula as for rows.
 """
 
 from __future__ import annotations
@@ -30,9 +38,9 @@ Arrays = dict[str, jax.Array]
 
 
 class Batch(NamedTuple):
-    obs: Arrays      # name -> (B, *obs shape) float32
-    actions: Arrays  # name -> (B, *action shape) float32, the demonstrated actions
-    weight: jax.Array  # (B,) float32: 1 for a real row, 0 for padding
+    obs: Arrays      # name -> (B, *obs shape) float32; with memory (B, T, *obs shape): episodes
+    actions: Arrays  # name -> (B, *action shape) float32, the demonstrated actions (with memory (B, T, ...))
+    weight: jax.Array  # (B,) float32: 1 for a real row, 0 for padding (with memory (B, T): real steps)
 
 
 def kind(policy) -> str:
@@ -67,8 +75,61 @@ def per_step_loss(policy) -> Callable[[dict, Arrays, Arrays], jax.Array]:
     return jax.vmap(one, in_axes=(None, 0, 0))
 
 
+def has_memory(policy) -> bool:
+    """Whether `policy` carries a state from step to step (then it is fitted by episodes)."""
+    return bool(getattr(policy.program, "states", ()))
+
+
+def _step_loss(policy_act, noisy: bool, plain: tuple[str, ...]):
+    """(params, obs, actions, state) -> (the loss of one step, next state)."""
+    from ..acting import gaussian_log_prob
+
+    def one(params, obs, actions, state):
+        mean, std, _, nxt = policy_act.distribution(params, obs, state)
+        loss = jnp.zeros((), jnp.float32)
+        if noisy:
+            loss = loss - gaussian_log_prob(mean, std, actions)
+        for name in plain:
+            loss = loss + jnp.sum(jnp.square(mean[name] - actions[name]))
+        return loss, nxt
+
+    return one
+
+
+def episode_loss(policy) -> Callable[[dict, Arrays, Arrays, jax.Array], jax.Array]:
+    """(params, obs (B, T, ...), actions (B, T, ...), weight (B, T)) -> (B, T) the loss of
+    every step of every episode, each episode a scan over its steps from the initial state.
+    Past an episode's end (weight 0) the state is held, so padding steps compute values
+    as finite as the episode's own."""
+    from ..acting import acting
+
+    policy_act = acting(policy)
+    tp = policy.program
+    step = _step_loss(policy_act, any(a.std is not None for a in tp.actions),
+                      tuple(a.name for a in tp.actions if a.std is None))
+
+    def one(params, obs, actions, weight):
+        def body(state, xs):
+            o, a, w = xs
+            loss, nxt = step(params, o, a, state)
+            return jax.tree.map(lambda n, s: jnp.where(w > 0, n, s), nxt, state), loss
+
+        return jax.lax.scan(body, policy_act.init_state(), (obs, actions, weight))[1]
+
+    return jax.vmap(one, in_axes=(None, 0, 0, 0))
+
+
 def batch_loss(policy) -> Callable[[dict, Batch], jax.Array]:
-    """(params, batch) -> the weighted mean loss (a scalar to minimise)."""
+    """(params, batch) -> the weighted mean loss (a scalar to minimise): over rows, or over
+    the real steps of whole episodes for a program with memory (`episode_loss`)."""
+    if has_memory(policy):
+        per_episode = episode_loss(policy)
+
+        def episodes(params, batch: Batch) -> jax.Array:
+            return jnp.sum(per_episode(params, batch.obs, batch.actions, batch.weight) * batch.weight) / jnp.maximum(
+                jnp.sum(batch.weight), 1.0)
+
+        return episodes
     per_step = per_step_loss(policy)
 
     def loss(params, batch: Batch) -> jax.Array:

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .losses import Batch, objective as map_objective
+from .losses import Batch, has_memory, objective as map_objective
 
 _SKIP = {"span", "doc", "text", "init"}  # fields that do not change the traced loss
 _CACHE_SIZE = 8  # structures kept (a refinement run fits a new one every round)
@@ -83,7 +83,8 @@ class FitStep(NamedTuple):
     epochs: Callable     # (run: Run, idx (K, nb, bs), data, val_data, n, centre, rule: Rule)
                          #   -> (run, (K, 2) losses; nan for epochs skipped after the stop)
     val: Callable        # (flat (P,), data Batch, n: () int32, centre) -> the objective on `data`
-    distribution: Callable  # (params, obs batch) -> (mean, std, latents): `acting.batched_distribution`
+    distribution: Callable  # (params, obs batch) -> (mean, std, latents): `acting.batched_distribution`,
+    #                         with memory `episodes_distribution` (obs (E, T, ...))
     ravel: Callable      # params -> (P,) float32 NumPy, leaves in jax.tree order
     unravel: Callable    # (P,) -> params (jax arrays)
     key: tuple
@@ -92,7 +93,10 @@ class FitStep(NamedTuple):
 def structure_key(tp) -> str:
     """A digest of what the loss of `tp` depends on (its observations, weights with their
     constraints and priors, nodes and mlp blocks), not of spans, docs or declared values."""
-    canon = _canon([tp.obs, tp.weights, tp.nodes, tp.mlps])
+    parts = [tp.obs, tp.weights, tp.nodes, tp.mlps]
+    if getattr(tp, "states", ()):  # memory: its updates too (a program without keeps its old digest)
+        parts.append(tp.states)
+    canon = _canon(parts)
     return hashlib.sha256(json.dumps(canon, separators=(",", ":"), default=repr).encode()).hexdigest()
 
 
@@ -178,6 +182,7 @@ def _make(policy, params, config, key: tuple) -> FitStep:
         return jax.tree.unflatten(treedef, [jnp.asarray(flat[a:b].reshape(sh))
                                             for a, b, sh in zip(starts, ends, shapes)])
 
+    episodic = has_memory(policy)
     optimizer_ = optimizer(unravel, config.clip_norm)
     map_value = map_objective(policy, config.prior_scale)
 
@@ -192,6 +197,8 @@ def _make(policy, params, config, key: tuple) -> FitStep:
         return clip, adam, rate._replace(hyperparams=hyper), decay
 
     def epoch(state, idx, data: Batch, val_data: Batch, n, centre):
+        if episodic:
+            return episodes_epoch(state, idx, data, val_data, n, centre)
         nb, bs = idx.shape
         weight = (jnp.arange(nb * bs) < n).astype(jnp.float32).reshape(nb, bs)
 
@@ -216,6 +223,29 @@ def _make(policy, params, config, key: tuple) -> FitStep:
         (flat, opt_state, _), totals = jax.lax.scan(one, (*state, data), (idx, weight))
         # The validation loss of the new params in the same call: one dispatch and one
         # transfer to the host per epoch, not two.
+        return (flat, opt_state), jnp.stack([jnp.sum(totals) / n, objective(flat, val_data, n, centre)])
+
+    def episodes_epoch(state, idx, data: Batch, val_data: Batch, n, centre):
+        """`epoch` for a program with memory: `idx` (nb, bs) picks whole episodes (data
+        (E, T, ...)), padded with a padding episode (weight 0 at every step); `n` counts the
+        real training steps (the objective's rows)."""
+        def one(carry, i):
+            flat, opt_state, data = carry
+            batch = Batch({k: v[i] for k, v in data.obs.items()}, {k: v[i] for k, v in data.actions.items()},
+                          data.weight[i])
+
+            def update(flat, opt_state):
+                value, grads = jax.value_and_grad(objective)(flat, batch, n, centre)
+                updates, opt_state = optimizer_.update(grads, opt_state, flat)
+                return optax.apply_updates(flat, updates), opt_state, value * jnp.sum(batch.weight)
+
+            # A batch of padding episodes only is no Adam step (its first is real otherwise).
+            flat, opt_state, total = jax.lax.cond(batch.weight[0, 0] > 0, update,
+                                                  lambda f, o: (f, o, jnp.zeros((), jnp.float32)),
+                                                  flat, opt_state)
+            return (flat, opt_state, data), total
+
+        (flat, opt_state, _), totals = jax.lax.scan(one, (*state, data), idx)
         return (flat, opt_state), jnp.stack([jnp.sum(totals) / n, objective(flat, val_data, n, centre)])
 
     def epochs(run: Run, idx, data: Batch, val_data: Batch, n, centre, rule: Rule):
@@ -248,9 +278,22 @@ def _make(policy, params, config, key: tuple) -> FitStep:
 
     from ..acting import acting, batched_distribution
 
-    distribution = batched_distribution(acting(policy))
+    distribution = episodes_distribution(acting(policy)) if episodic else batched_distribution(acting(policy))
     return FitStep(init=jax.jit(init), epoch=jax.jit(epoch), epochs=jax.jit(epochs), val=jax.jit(objective),
                    distribution=jax.jit(distribution), ravel=ravel, unravel=host_unravel, key=key)
+
+
+def episodes_distribution(act) -> Callable:
+    """(params, obs (E, T, ...)) -> (mean, std, latents), each (E, T, ...): every episode
+    stepped from the initial state (the states' values are among the latents)."""
+    def one(params, obs):
+        def body(state, o):
+            mean, std, latents, nxt = act.distribution(params, o, state)
+            return nxt, (mean, std, latents)
+
+        return jax.lax.scan(body, act.init_state(), obs)[1]
+
+    return jax.vmap(one, in_axes=(None, 0))
 
 
 def with_decay_traced(state, factor):

@@ -24,7 +24,14 @@ the weights declared in the source; restart k >= 1 perturbs them in the
 unconstrained space (and draws new mlp weights). The restart with the lowest
 validation loss wins. A loss that becomes
 non-finite ends that restart with a message; if it is non-finite at the start,
-`FitError` says which value (latent, mean or std) is to blame.
+`FitError` says which value (state, latent, mean or std) is to blame.
+
+A program with memory (`state` declarations) is fitted by whole episodes (`episodes`: the
+rows of each, in table order): a batch holds episodes padded to the bucket of the longest
+(`_episode_batches`), each run as a scan over its steps from the initial state
+(`losses.episode_loss`), and the validation split holds out whole episodes
+(`split_episodes`); everything else (objective per real step, restarts, early stopping,
+the compiled epochs) is the same.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import numpy as np
 from polc.check import typed as T
 
 from .defaults import PRIOR_SCALE
-from .losses import Batch, centre, kind, regularised
+from .losses import Batch, centre, has_memory, kind, regularised
 from ..io.table import Table
 
 
@@ -145,6 +152,30 @@ def load_demos(table: Table, tp) -> Demos:
     return Demos(cols["obs"], cols["action"], np.asarray(episode))
 
 
+def episodes(demos: Demos) -> list[np.ndarray]:
+    """The row indices of each episode, episodes in order of first appearance, rows in
+    table order (the order they were recorded in)."""
+    ids, first = np.unique(demos.episode, return_index=True)
+    return [np.flatnonzero(demos.episode == ids[j]) for j in np.argsort(first)]
+
+
+def split_episodes(demos: Demos, val_fraction: float, seed: int) -> tuple[Demos, Demos]:
+    """A random (train, validation) split by whole episodes (a program with memory: a
+    held-out row would need the state its episode's earlier rows make)."""
+    eps = episodes(demos)
+    if len(eps) < 2:
+        raise FitError("a policy with memory is fitted by whole episodes and validated on held-out episodes, "
+                       f"but the demonstration has {len(eps)} episode; record at least 2 (e.g. `polc demos "
+                       "--episodes 5`)")
+    n_val = min(len(eps) - 1, max(1, int(round(len(eps) * val_fraction))))
+    perm = np.random.default_rng(seed).permutation(len(eps))
+
+    def take(js) -> Demos:
+        return demos.take(np.concatenate([eps[j] for j in sorted(js)]))
+
+    return take(perm[n_val:]), take(perm[:n_val])
+
+
 def split(demos: Demos, val_fraction: float, seed: int) -> tuple[Demos, Demos]:
     """A random (train, validation) split of the rows."""
     n = demos.size
@@ -158,17 +189,29 @@ def diagnose_nonfinite(policy, params, demos: Demos, distribution=None) -> Optio
     batched distribution (default: `acting.batched_distribution`; a fit passes its cached jit)."""
     import jax
 
+    memory = has_memory(policy)
     if distribution is None:
         from ..acting import acting, batched_distribution
+        from .step import episodes_distribution
 
-        distribution = batched_distribution(acting(policy))
-    # The rows padded to their bucket (copies of row 0), so every length in it shares the
-    # compiled `distribution`; the padding is cut off the results.
-    n = demos.size
-    take = np.concatenate([np.arange(n), np.zeros(bucket(n) - n, np.int64)])
-    mean, std, latents = jax.tree.map(lambda x: np.asarray(x)[:n],
-                                      distribution(params, {k: v[take] for k, v in demos.obs.items()}))
+        distribution = (episodes_distribution if memory else batched_distribution)(acting(policy))
+    if memory:  # whole episodes from the initial state, padded (`_episode_batches`); the real steps kept
+        batch = _episode_batches(demos, bucket(len(episodes(demos)), floor=1))
+        real = np.asarray(batch.weight) > 0
+        mean, std, latents = jax.tree.map(lambda x: np.asarray(x)[real], distribution(params, batch.obs))
+    else:
+        # The rows padded to their bucket (copies of row 0), so every length in it shares the
+        # compiled `distribution`; the padding is cut off the results.
+        n = demos.size
+        take = np.concatenate([np.arange(n), np.zeros(bucket(n) - n, np.int64)])
+        mean, std, latents = jax.tree.map(lambda x: np.asarray(x)[:n],
+                                          distribution(params, {k: v[take] for k, v in demos.obs.items()}))
     tp = policy.program
+    for st in getattr(tp, "states", ()):
+        bad = ~np.isfinite(np.asarray(latents[st.name], np.float64))
+        if st.type.base == T.REAL and bad.any():
+            return (f'state "{st.name}" is not finite on {_rows(bad)} of {demos.size} demonstration rows '
+                    f"(an update without a bound that grows over the episode? give it a range)")
     for lat in tp.latents:
         bad = ~np.isfinite(np.asarray(latents[lat.name], np.float64))
         if lat.type.base == T.REAL and bad.any():
@@ -210,6 +253,25 @@ def _batches(demos: Demos, rows: int) -> Batch:
                  jnp.asarray(np.arange(rows) < demos.size, jnp.float32))
 
 
+def _episode_batches(demos: Demos, slots: int) -> Batch:
+    """The episodes of `demos` as jax arrays (slots, T, ...), T the bucket of the longest:
+    each episode's rows from step 0, padded after its end with copies of its last row
+    (real values: nan * 0 is nan) of weight 0; slots past the episodes are copies of
+    episode 0 of weight 0 (the padding episode that `_Trainer.order` pads batches with)."""
+    import jax.numpy as jnp
+
+    eps = episodes(demos)
+    t = bucket(max(len(e) for e in eps))
+    rows = np.zeros((slots, t), np.int64)
+    weight = np.zeros((slots, t), np.float32)
+    for j in range(slots):
+        e = eps[j] if j < len(eps) else eps[0]
+        rows[j, :len(e)], rows[j, len(e):] = e, e[-1]
+        weight[j, :len(e)] = 1.0 if j < len(eps) else 0.0
+    return Batch({k: jnp.asarray(v[rows]) for k, v in demos.obs.items()},
+                 {k: jnp.asarray(v[rows]) for k, v in demos.actions.items()}, jnp.asarray(weight))
+
+
 def _initial(policy, config: FitConfig, restart: int) -> dict:
     import jax
 
@@ -243,12 +305,23 @@ class _Trainer:
         self.step = fs.fit_step(policy, params, config)
         self.lr = fs.learning_rates(policy, params, config)
         self.centre = centre(policy, config.prior_scale)
-        n = train.size
-        bs = min(config.batch_size, bucket(n))
-        nb = bucket(-(-n // bs), floor=1)
-        self.n, self.shape = n, (nb, bs)
-        self.data, self.val_data = _batches(train, nb * bs), _batches(val, bucket(val.size))
-        self.n_rows, self.n_val = np.int32(n), np.int32(val.size)
+        if has_memory(policy):
+            # Whole episodes: a batch holds about `batch_size` steps' worth of them (at least
+            # one), and its empty slots point at a padding episode (index n, weight 0).
+            n = len(episodes(train))
+            longest = bucket(max(len(e) for e in episodes(train)))
+            bs = min(max(1, config.batch_size // longest), bucket(n, floor=1))
+            nb = bucket(-(-n // bs), floor=1)
+            self.n, self.pad, self.shape = n, n, (nb, bs)
+            self.data = _episode_batches(train, bucket(n + 1, floor=1))
+            self.val_data = _episode_batches(val, bucket(len(episodes(val)), floor=1))
+        else:
+            n = train.size
+            bs = min(config.batch_size, bucket(n))
+            nb = bucket(-(-n // bs), floor=1)
+            self.n, self.pad, self.shape = n, 0, (nb, bs)
+            self.data, self.val_data = _batches(train, nb * bs), _batches(val, bucket(val.size))
+        self.n_rows, self.n_val = np.int32(train.size), np.int32(val.size)
         self.rule = fs.Rule(np.int32(config.max_epochs), np.int32(config.patience), np.int32(config.lr_patience),
                             np.float32(config.lr_decay), np.float32(config.min_delta))
 
@@ -258,11 +331,11 @@ class _Trainer:
         return flat, self.step.init(flat, self.lr)
 
     def order(self, rng: np.random.Generator, epochs: int) -> np.ndarray:
-        """(epochs, nb, bs) int32: each epoch's shuffled training rows, padded with row 0
-        (shuffled on the host: a jitted permutation would add most of a second to every
-        compile)."""
+        """(epochs, nb, bs) int32: each epoch's shuffled training rows (with memory: episodes),
+        padded with row 0 (with memory: the padding episode, index n). Shuffled on the host:
+        a jitted permutation would add most of a second to every compile."""
         nb, bs = self.shape
-        idx = np.zeros((epochs, nb * bs), np.int32)
+        idx = np.full((epochs, nb * bs), self.pad, np.int32)
         for e in range(epochs):
             idx[e, :self.n] = rng.permutation(self.n)
         return idx.reshape(epochs, nb, bs)
@@ -280,7 +353,7 @@ def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = 
     """Fit `policy` to `demos` (see the module docstring). Raises `FitError`
     when every restart fails."""
     t0 = time.perf_counter()
-    train, val = split(demos, config.val_fraction, config.seed)
+    train, val = (split_episodes if has_memory(policy) else split)(demos, config.val_fraction, config.seed)
     start = _initial(policy, config, 0)
     trainer = _Trainer(policy, start, train, val, config)
     why = diagnose_nonfinite(policy, start, demos, trainer.step.distribution)
