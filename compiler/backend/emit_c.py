@@ -302,14 +302,24 @@ def _elements(st: T.State):
 def _batch_rows(p: str, P: str, obs_t: str, act_t: str, lat_t: str, w_t: str, obs_flat, act_flat, lat_flat) -> list[str]:
     """The batch loop of a program with memory: each row copied into the structs and stepped
     with its own state (the blocked loop of `_batch` is for programs without memory)."""
+    return [
+        f"void {p}_step_batch(const {w_t} *w, size_t n, const float *obs, float *act, float *lat) {{",
+        f"    if (w == NULL) w = &{p}_default_weights;",
+        *_row_loop(p, P, obs_t, act_t, lat_t, obs_flat, act_flat, lat_flat, "0"),
+        "}",
+    ]
+
+
+def _row_loop(p: str, P: str, obs_t: str, act_t: str, lat_t: str, obs_flat, act_flat, lat_flat,
+              start: str) -> list[str]:
+    """The rows from `start` to n, one by one, each copied into the structs and stepped by
+    `{p}_eval`: every row of a program with memory, the rows the blocks leave over otherwise."""
     load = [f"        ob.{path} = o[{i}];" for i, (path, _, _) in enumerate(obs_flat)]
     store = [f"        a[{i}] = ac.{path};" for i, (path, _, _) in enumerate(act_flat)]
     store_lat = [f"            l[{i}] = {'(float)' if t == 'int' else ''}la.{path};"
                  for i, (path, _, t) in enumerate(lat_flat)]
     return [
-        f"void {p}_step_batch(const {w_t} *w, size_t n, const float *obs, float *act, float *lat) {{",
-        f"    if (w == NULL) w = &{p}_default_weights;",
-        "    for (size_t k = 0; k < n; ++k) {",
+        f"    for (size_t k = {start}; k < n; ++k) {{",
         f"        const float *o = obs + k * {P}_OBS_SIZE;",
         f"        float *a = act + k * {P}_ACTION_SIZE;",
         f"        {obs_t} ob;",
@@ -325,7 +335,6 @@ def _batch_rows(p: str, P: str, obs_t: str, act_t: str, lat_t: str, w_t: str, ob
         "        }",
         *(store or ["        (void)a;"]),
         "    }",
-        "}",
     ]
 
 
@@ -395,10 +404,6 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
         "        }",
         "    }",
     ]
-    load = [f"        ob.{path} = o[{i}];" for i, (path, _, _) in enumerate(obs_flat)]
-    store = [f"        a[{i}] = ac.{path};" for i, (path, _, _) in enumerate(act_flat)]
-    store_lat = [f"            l[{i}] = {'(float)' if t == 'int' else ''}la.{path};"
-                 for i, (path, _, t) in enumerate(lat_flat)]
     return [
         f"/* Rows per block of the batch loop (the rows left over go one by one). */",
         f"#define {P}_BLOCK 16",
@@ -411,22 +416,7 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
         f"    if (w == NULL) w = &{p}_default_weights;",
         *(["    /* the weights, read once */", *weights] if weights else []),
         *block,
-        "    for (size_t k = k0; k < n; ++k) {",
-        f"        const float *o = obs + k * {P}_OBS_SIZE;",
-        f"        float *a = act + k * {P}_ACTION_SIZE;",
-        f"        {obs_t} ob;",
-        f"        {act_t} ac;",
-        *(load or ["        ob.unused_ = 0;", "        (void)o;"]),
-        "        if (lat == NULL) {",
-        f"            {p}_eval(w, &ob, &ac, NULL);",
-        "        } else {",
-        f"            {lat_t} la;",
-        f"            float *l = lat + k * {P}_LATENTS_SIZE;",
-        f"            {p}_eval(w, &ob, &ac, &la);",
-        *(store_lat or ["            (void)l;"]),
-        "        }",
-        *(store or ["        (void)a;"]),
-        "    }",
+        *_row_loop(p, P, obs_t, act_t, lat_t, obs_flat, act_flat, lat_flat, "k0"),
         "}",
     ]
 
