@@ -332,19 +332,7 @@ class Emitter:
     def next_state(self, st: T.State, name: str) -> None:
         """A state's next value into the local `name` (written back once every state's is computed)."""
         self.materialise(st.update, name)
-        ctype = "int" if st.type.base == T.BOOL else "float"
-        shape = st.type.shape
-        values = []
-        for idx in indices(shape):
-            v = _strip(self.operand(st.update, idx, shape))
-            if st.type.base == T.REAL and (st.lo > -math.inf or st.hi < math.inf):
-                v = self.clip(v, st.lo, st.hi)
-            values.append((idx, v))
-        if not shape:
-            self.lines.append(f"const {ctype} {name} = {values[0][1]};")
-        else:
-            self.lines.append(f"{ctype} {name}{dims(shape)};")
-            self.lines += [f"{name}{sub(idx)} = {v};" for idx, v in values]
+        self.assign(name, st.update, st.type, clipped=st.type.base == T.REAL, lo=st.lo, hi=st.hi)
 
     def node(self, node) -> None:
         name = self.names.c[node.name]
@@ -356,13 +344,20 @@ class Emitter:
             self.reduction(e, name, name)
             return
         self.materialise(e, name)
-        ctype = "int" if node.type.base == T.BOOL else "float"
-        shape = node.type.shape
+        clipped = isinstance(node, T.Action)
+        self.assign(name, e, node.type, clipped=clipped, lo=node.lo if clipped else -math.inf,
+                    hi=node.hi if clipped else math.inf)
+
+    def assign(self, name: str, e: T.TExpr, typ: T.Type, clipped: bool, lo: float, hi: float) -> None:
+        """The local `name` = `e` element by element, clipped to [lo, hi] when `clipped` and an end is
+        bounded (an action's range, a real state's): a const scalar or an array of `typ`'s shape."""
+        ctype = "int" if typ.base == T.BOOL else "float"
+        shape = typ.shape
         values = []
         for idx in indices(shape):
-            v = _strip(self.operand(node.expr, idx, shape))
-            if isinstance(node, T.Action) and (node.lo > -math.inf or node.hi < math.inf):
-                v = self.clip(v, node.lo, node.hi)
+            v = _strip(self.operand(e, idx, shape))
+            if clipped and (lo > -math.inf or hi < math.inf):
+                v = self.clip(v, lo, hi)
             values.append((idx, v))
         if not shape:
             self.lines.append(f"const {ctype} {name} = {values[0][1]};")
