@@ -14,7 +14,7 @@ import re
 from typing import Iterable, Optional, Sequence
 
 from .messages import Diagnostic, Span
-from .util.text import constraint, interval, number as fmt_num  # polc.util.text: the one home of numbers, ranges
+from .util.text import brackets, constraint, interval, number as fmt_num  # polc.util.text: the one home of numbers, ranges
 
 
 def _err(code: str, phase: str, span: Optional[Span], message: str, hint: Optional[str] = None,
@@ -45,7 +45,7 @@ def plural(n: int, word: str, words: Optional[str] = None) -> str:
 
 
 def fmt_shape(shape: tuple[int, ...]) -> str:
-    return "scalar" if not shape else "[" + ", ".join(map(str, shape)) + "]"
+    return brackets(shape) or "scalar"
 
 
 # ---- E00xx: syntax -------------------------------------------------------------

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Union
 
 from .frontend import ast
-from .util.text import UNBOUNDED, bounds, constraint, interval, number
+from .util.text import UNBOUNDED, bounds, brackets, constraint, interval, number
 
-__all__ = ["UNBOUNDED", "bounds", "claim", "constraint", "interval", "number"]
+__all__ = ["UNBOUNDED", "bounds", "brackets", "claim", "constraint", "interval", "number"]
 
 
 def claim(c: Union[ast.MonoClaim, ast.RangeClaim]) -> str:

@@ -30,6 +30,7 @@ import numpy as np
 from . import reference, transforms
 from ..check import typed as T
 from ..errors import fmt_num
+from ..util.text import brackets
 from .intervals import Interval
 
 N_SAMPLES = 256
@@ -547,7 +548,7 @@ def describe(tp: T.TypedProgram, intent: T.Intent, p: Point, judge: _Judge) -> s
         parts.append("at " + ", ".join(f"{o.name} = {_show(p.obs[o.name])}" for o in moved)
                      + (" (other observations as near 0 as their range allows)" if len(seen) > len(moved) else ""))
     head = ", ".join(parts) + (", " if parts else "")
-    target = intent.target + ("[" + ", ".join(map(str, idx)) + "]" if idx else "")
+    target = intent.target + brackets(idx)
     if isinstance(intent, T.MonoIntent):
         moves = "rises" if b > a else "falls"
         return (f"{head}{target} {moves} from {fmt_num(a)} to {fmt_num(b)} when {intent.var} goes from "

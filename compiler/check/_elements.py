@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Optional
 from ..frontend import ast
 from .. import errors
 from ..util.floats import positions
+from ..util.text import brackets
 from .typed import Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,7 +91,7 @@ def _element_text(items, shape: tuple[int, ...], at) -> str:
         else:
             full.append(i[0] + int(at[j]) if j < len(at) else i[0])
             j += 1
-    return "[" + ", ".join(map(str, full)) + "]"
+    return brackets(full)
 
 
 __all__ = ["element_bounds"]

@@ -28,6 +28,7 @@ Broadcasting follows NumPy. Bools are never silently converted to reals.
 from __future__ import annotations
 
 from ..util.record import record
+from ..util.text import brackets
 from typing import Optional, Union
 
 from ..frontend.ast import Span
@@ -63,7 +64,7 @@ class Type:
         return n
 
     def __str__(self) -> str:
-        return self.base + ("" if not self.shape else "[" + ", ".join(map(str, self.shape)) + "]")
+        return self.base + brackets(self.shape)
 
 
 @record

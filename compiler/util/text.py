@@ -17,6 +17,12 @@ import math
 UNBOUNDED = "unbounded"  # a range with neither end bounded, where an empty string would read as missing
 
 
+def brackets(ints) -> str:
+    """Integers in Pol's brackets, as a shape or an index is written (`[12, 4]`, `[0, 1]`);
+    nothing for none (a scalar's shape, no index), so `"real" + brackets(shape)` is a type."""
+    return "" if not ints else "[" + ", ".join(map(str, ints)) + "]"
+
+
 def number(x: float, digits: int = 6) -> str:
     """A number as people read it: a whole number below 1e15 in full (`3`, `1500000`),
     any other with `digits` significant digits (`0.142857`), `inf`, `-inf` and `nan` as words."""

@@ -22,7 +22,7 @@ from polc.messages import Diagnostic
 from polc.analysis.echo import check_echoes
 from polc.errors import closest, fmt_shape
 from polc.check.typed import TypedProgram
-from polc.text import bounds, interval
+from polc.text import bounds, brackets, interval
 
 _PHASE = "Environment"
 
@@ -51,8 +51,7 @@ class Field:
 
     def describe(self) -> str:
         """`speed in [0, 1.5]`, `tiles[12, 4] in [-10, 10]`, `gap >= 0`."""
-        dims = "" if not self.shape else "[" + ", ".join(map(str, self.shape)) + "]"
-        return f"{self.name}{dims} {bounds(self.lo, self.hi)}".rstrip()
+        return f"{self.name}{brackets(self.shape)} {bounds(self.lo, self.hi)}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -131,14 +130,10 @@ def obs_shape(span: Optional[Span], name: str, declared: tuple[int, ...], field:
                 f"Declare it as {_decl('obs', field)}.")
 
 
-def _dims(field: Field) -> str:
-    return "" if not field.shape else "[" + ", ".join(map(str, field.shape)) + "]"
-
-
 def _decl(kind: str, field: Field) -> str:
     """The declaration that matches `field`, as Pol source in backquotes."""
     rhs = " = ..." if kind == "action" else ""
-    return f"`{kind} {field.name} : {f'real{_dims(field)} {bounds(field.lo, field.hi)}'.rstrip()}{rhs}`"
+    return f"`{kind} {field.name} : {f'real{brackets(field.shape)} {bounds(field.lo, field.hi)}'.rstrip()}{rhs}`"
 
 
 def obs_range_narrower(span: Optional[Span], name: str, lo: float, hi: float, field: Field,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from polc.text import bounds, number as fmt_num
+from polc.text import bounds, brackets, number as fmt_num
 from polc.fmt import format_text
 
 from .schema import EnvSchema, Field
@@ -27,15 +27,10 @@ def _quote(text: str) -> str:
 
 
 def _type(f: Field) -> str:
-    dims = "" if not f.shape else "[" + ", ".join(map(str, f.shape)) + "]"
-    return f"real{dims} {bounds(f.lo, f.hi)}".rstrip()
+    return f"real{brackets(f.shape)} {bounds(f.lo, f.hi)}".rstrip()
 
 
 MAX_WEIGHTS_PER_PAIR = 64  # an observation larger than this (an image) enters by its mean
-
-
-def _dims(shape: tuple) -> str:
-    return "" if not shape else "[" + ", ".join(map(str, shape)) + "]"
 
 
 def _term(a: Field, o: Field) -> tuple[str, str, str]:
@@ -46,7 +41,7 @@ def _term(a: Field, o: Field) -> tuple[str, str, str]:
     if math.prod(o.shape) > MAX_WEIGHTS_PER_PAIR:
         doc = f"{a.name}[i] per unit of the mean of {o.name}, element [i]" if a.shape else \
             f"{a.name} per unit of the mean of {o.name}"
-        return _dims(a.shape), doc, f"{w} * mean({o.name})"
+        return brackets(a.shape), doc, f"{w} * mean({o.name})"
     term = f"{w} * {o.name}"
     if o.shape and not a.shape:
         term = f"sum({term})"
@@ -56,7 +51,7 @@ def _term(a: Field, o: Field) -> tuple[str, str, str]:
     what = (f"{a.name} per unit of {o.name}" if not (a.shape or o.shape) else
             f"{a.name}{'[i]' if a.shape else ''} per unit of {o.name}{'[j]' if o.shape else ''}"
             + (", element [i, j]" if a.shape and o.shape else ", element [i]" if a.shape else ", element [j]"))
-    return _dims(a.shape + o.shape), what, term
+    return brackets(a.shape + o.shape), what, term
 
 
 def starter_pol(schema: EnvSchema, env: str) -> str:
@@ -86,7 +81,7 @@ def starter_pol(schema: EnvSchema, env: str) -> str:
         finite = math.isfinite(a.lo) and math.isfinite(a.hi)
         mid = (a.lo + a.hi) / 2 if finite else 0.0
         scale = (a.hi - a.lo) / 2 if finite else 1.0
-        lines.append(f"weight b_{a.name} : real{_dims(a.shape)} = {fmt_num(mid)} "
+        lines.append(f"weight b_{a.name} : real{brackets(a.shape)} = {fmt_num(mid)} "
                      f"{_quote(f'{a.name} at zero observations')}")
         terms = [f"b_{a.name}"]
         for o in obs:

@@ -13,13 +13,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from polc.text import bounds
+from polc.text import bounds, brackets
 
 from .record import Round
-
-
-def _dims(shape: Sequence[int]) -> str:
-    return "" if not shape else "[" + ", ".join(map(str, shape)) + "]"
 
 
 def _range(lo: float, hi: float) -> str:
@@ -28,7 +24,7 @@ def _range(lo: float, hi: float) -> str:
 
 def env_fields(fields: Sequence[Any]) -> str:
     """One line per environment field: `- speed : real in [0, 1.5]  "forward speed / 100"`."""
-    return "\n".join(f'- {f.name} : real{_dims(f.shape)}{_range(f.lo, f.hi)}  "{f.doc}"' for f in fields)
+    return "\n".join(f'- {f.name} : real{brackets(f.shape)}{_range(f.lo, f.hi)}  "{f.doc}"' for f in fields)
 
 
 def trace_schema(columns: dict) -> str:
@@ -37,7 +33,7 @@ def trace_schema(columns: dict) -> str:
     for name, c in columns.items():
         kind = "bool" if c.dtype == "bool" else ("int" if c.dtype.startswith("int") else "real")
         doc = f"  {c.doc}" if c.doc else ""
-        lines.append(f"- {name} : {kind}{_dims(c.shape)}{_range(c.lo, c.hi)}{doc}")
+        lines.append(f"- {name} : {kind}{brackets(c.shape)}{_range(c.lo, c.hi)}{doc}")
     return "\n".join(lines)
 
 
@@ -73,7 +69,7 @@ def _format_column(values: np.ndarray, digits: int) -> list[list[str]]:
 
 def column_list(columns: dict) -> str:
     """`episode`, `step`, `obs.hand` (real[3]), ...: a table's columns with their shapes, on one line."""
-    return ", ".join(f"`{name}`" + (f" (real{_dims(c.shape)})" if c.shape else "") for name, c in columns.items())
+    return ", ".join(f"`{name}`" + (f" (real{brackets(c.shape)})" if c.shape else "") for name, c in columns.items())
 
 
 def array_example(columns: dict) -> str:
