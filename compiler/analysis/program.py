@@ -176,10 +176,10 @@ def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass, shared: Optional[Pa
     # Imported here, not at the top: a clean check proves every intent before this
     # point, and the search (with the reference interpreter) costs the start-up of
     # every `polc check` otherwise.
-    from . import counterexample
+    from . import counterexample, sequences
 
     var_iv = base.env[var].iv if var is not None else None
-    witness = counterexample.search(tp, intent, var_iv)
+    witness = sequences.search(tp, intent, var_iv)
     if witness is not None:
         d = errors.intent_refuted(intent.span, intent.text, witness)
         return IntentResult(intent, REFUTED, witness, d, work)
