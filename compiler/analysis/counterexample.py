@@ -68,7 +68,12 @@ def ancestors(tp: T.TypedProgram, name: str) -> set[str]:
 def cone_program(tp: T.TypedProgram, target: str) -> T.TypedProgram:
     """The part of `tp` that computes `target`: its ancestors and itself, with
     the obs, weights and mlps they read (in the same order), and no intents."""
-    used = ancestors(tp, target) | {target}
+    return sub_program(tp, ancestors(tp, target) | {target})
+
+
+def sub_program(tp: T.TypedProgram, used: set[str]) -> T.TypedProgram:
+    """The declarations of `tp` named in `used` (nodes, obs, weights, states, in the same order) and the
+    mlps those nodes hold, with no intents."""
     nodes = tuple(n for n in tp.nodes if n.name in used)
     mlps = tuple(m for n in nodes for e in (n.expr, getattr(n, "std", None)) if e is not None
                  for m in T.mlps_in(e))
@@ -158,6 +163,18 @@ def _canonical_obs(o: T.Obs) -> np.ndarray:
 # ---- checking one batch ----------------------------------------------------------------
 
 
+def wrong_way(intent: T.MonoIntent, t_low: np.ndarray, t_high: np.ndarray) -> np.ndarray:
+    """Where the target moves against the intent's direction (beyond rounding) as the variable goes
+    from its low to its high value: `t_low`, `t_high` are the target at each, elementwise."""
+    scale = np.maximum(1.0, np.maximum(np.abs(t_low), np.abs(t_high)))
+    with np.errstate(invalid="ignore"):
+        if intent.direction == "increasing":
+            mask = t_high < t_low - 1e-9 * scale
+        else:
+            mask = t_high > t_low + 1e-9 * scale
+    return mask & np.isfinite(t_low) & np.isfinite(t_high)
+
+
 class _Judge:
     """Evaluates points and says where they break the intent."""
 
@@ -172,13 +189,7 @@ class _Judge:
         if isinstance(it, T.MonoIntent):
             t_low = self.value(weights, obs, {it.var: low}, n)
             t_high = self.value(weights, obs, {it.var: high}, n)
-            scale = np.maximum(1.0, np.maximum(np.abs(t_low), np.abs(t_high)))
-            with np.errstate(invalid="ignore"):
-                if it.direction == "increasing":
-                    mask = t_high < t_low - 1e-9 * scale
-                else:
-                    mask = t_high > t_low + 1e-9 * scale
-            return mask & np.isfinite(t_low) & np.isfinite(t_high), t_low, t_high
+            return wrong_way(it, t_low, t_high), t_low, t_high
         t = self.value(weights, obs, {}, n)
         with np.errstate(invalid="ignore"):
             below = (t <= it.lo) if it.lo_strict else (t < it.lo)

@@ -176,14 +176,14 @@ def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass, shared: Optional[Pa
     # Imported here, not at the top: a clean check proves every intent before this
     # point, and the search (with the reference interpreter) costs the start-up of
     # every `polc check` otherwise.
-    from . import counterexample, sequences
+    from . import sequences
 
     var_iv = base.env[var].iv if var is not None else None
     witness = sequences.search(tp, intent, var_iv)
     if witness is not None:
         d = errors.intent_refuted(intent.span, intent.text, witness)
         return IntentResult(intent, REFUTED, witness, d, work)
-    reason = f"{why}, and {counterexample.N_SAMPLES} random samples found no counterexample"
+    reason = f"{why}, and {sequences.budget(tp, intent)} found no counterexample"
     return IntentResult(intent, UNKNOWN, reason, errors.intent_unknown(intent.span, intent.text, reason), work)
 
 

@@ -12,14 +12,16 @@ Deterministic: the random generator is seeded from the intent's text.
 from __future__ import annotations
 
 import zlib
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from . import reference
 from ..check import typed as T
 from ..errors import fmt_num
-from .counterexample import N_SAMPLES, _round2, _search_step, _show, ancestors, sample_obs, sample_weight
+from . import counterexample
+from .counterexample import (N_SAMPLES, _round2, _show, _var_pair, ancestors, obs_bounds, sample_obs, sample_weight,
+                             sub_program, wrong_way)
 from .intervals import Interval
 
 
@@ -33,24 +35,33 @@ def search(tp: T.TypedProgram, intent: T.Intent, var_iv: Optional[Interval] = No
            samples: int = N_SAMPLES) -> Optional[str]:
     """A sentence describing a counterexample to `intent`, or None if none was found.
 
-    var_iv: for a monotonicity intent, the (elementwise) interval the variable
-    ranges over; its two values are kept inside it. A target computed from a state: a range
-    intent is searched along random sequences of observations from the initial state
-    (`search_sequence`); a monotonicity intent at the first step of an episode, where every
-    state holds its initial value (a reachable state, so a violation there is a true one)."""
-    stateful = reads_state(tp, intent.target)
-    if stateful and isinstance(intent, T.RangeIntent):
+    var_iv: for a monotonicity intent, the (elementwise) interval the variable ranges over; its two
+    values are kept inside it. A target that reads no state: `counterexample.search`, one step. A
+    target computed from a state: a range intent is searched along random sequences of observations
+    from the initial state (`search_sequence`); a monotonicity intent first at the first step of an
+    episode, where every state holds its initial value (unless the variable is a state: it has only
+    that one value there), then along sequences (`direction_witness`). Every state a witness uses is
+    one its observations reach, never a value of the proved range no sequence reaches."""
+    if not reads_state(tp, intent.target):
+        return counterexample.search(tp, intent, var_iv, samples)
+    if isinstance(intent, T.RangeIntent):
         return search_sequence(tp, intent, samples)
-    found = _search_step(tp, intent, var_iv, samples)
-    if found is not None and stateful:
-        if isinstance(intent, T.MonoIntent) and intent.var in {st.name for st in tp.states}:
-            return found + (f" (within one step, {intent.var} ranging over its proved range, the other states at "
-                            "their initial values)")
-        return found + " at the first step of an episode (every state at its initial value)"
-    return found
+    if intent.var not in {st.name for st in tp.states}:
+        found = counterexample.search(tp, intent, var_iv, samples)
+        if found is not None:
+            return found + " at the first step of an episode (every state at its initial value)"
+    witness = direction_witness(tp, intent, var_iv, samples)
+    return None if witness is None else witness.text
 
 
-SEQUENCE_STEPS = 24  # steps of each random sequence a stateful range intent is searched along
+def budget(tp: T.TypedProgram, intent: T.Intent) -> str:
+    """What `search` tried, for the sentence of an intent it neither proved nor refuted (W0407)."""
+    if reads_state(tp, intent.target):
+        return f"{N_SAMPLES} random sequences of {SEQUENCE_STEPS} steps from the initial state"
+    return f"{N_SAMPLES} random samples"
+
+
+SEQUENCE_STEPS = 24  # steps of each random sequence an intent over a stateful value is searched along
 
 
 def _simulate(tp: T.TypedProgram, intent: T.RangeIntent, weights: dict, seq: list[dict], n: int, mlp: dict
@@ -140,4 +151,208 @@ def _closure(tp: T.TypedProgram, target: str) -> set[str]:
     return seen
 
 
-__all__ = ["search", "search_sequence", "reads_state", "SEQUENCE_STEPS"]
+# ---- directions along sequences ----------------------------------------------------------------
+
+
+class StepWitness(NamedTuple):
+    """A direction intent broken at a state a sequence of observations reaches from the initial state.
+
+    The observations of steps 1 to k (every state at its initial value at step 1) reach a state; at
+    step k + 1, with that state, the observations of that step and the weights, the target moves
+    against the claimed direction as the variable goes from `low` to `high` (the graph cut at the
+    variable, as for every direction intent). When the variable is itself a state, both of its values
+    are ones the sequence gives it: its value at the start of step `partner + 1` and at step k + 1."""
+
+    weights: dict[str, np.ndarray]  # every weight the target depends on over the steps, each of its shape
+    observations: tuple[dict[str, np.ndarray], ...]  # steps 1 to k + 1, each obs of its shape; the last is compared at
+    low: np.ndarray  # the variable's two values at step k + 1, low <= high elementwise
+    high: np.ndarray
+    partner: Optional[int]  # a state variable: the step (from 0) where it held the value step k + 1's is compared with
+    index: tuple[int, ...]  # the element of the target that moves the wrong way
+    before: float  # the target's element with the variable at `low`
+    after: float  # and at `high`
+    text: str  # the witness as a sentence (no final period)
+
+
+def direction_witness(tp: T.TypedProgram, intent: T.MonoIntent, var_iv: Optional[Interval] = None,
+                      samples: int = N_SAMPLES, steps: int = SEQUENCE_STEPS) -> Optional[StepWitness]:
+    """A direction intent over a value computed from states, searched along `samples` random sequences
+    of `steps` observations from the initial state (weights drawn once per sequence). At every step
+    of every sequence the variable takes two values: a state variable the value it had at an earlier
+    step of the same sequence and its value now (each reached, so the pair is one the policy meets);
+    any other variable two values inside `var_iv` around its value there, as at one step
+    (`counterexample.search`). The first violation (earliest step), simplified (weights back to their
+    initial values, observations and the variable's values rounded to two digits, where the violation
+    survives), or None."""
+    prog = sub_program(tp, _closure(tp, intent.target) | {intent.target})
+    is_state = intent.var in {st.name for st in prog.states}
+    rng = np.random.default_rng(zlib.crc32(intent.text.encode()))
+    mlp = reference.zero_mlp_params(prog)
+    # Drawn for every weight and observation in order: the stream (and the witness) is the whole program's.
+    weights = {w.name: sample_weight(w, rng, samples) for w in tp.weights}
+    seq = [{o.name: sample_obs(o, rng, samples) for o in tp.obs} for _ in range(steps)]
+    weights = {w.name: weights[w.name] for w in prog.weights}
+    seq = [{o.name: obs[o.name] for o in prog.obs} for obs in seq]
+    starts = _starts(prog, weights, seq, samples, mlp)  # steps x {name: (samples,) + shape}
+    n = steps * samples  # one row per (step, sequence), step major
+    step_of, row_of = np.repeat(np.arange(steps), samples), np.tile(np.arange(samples), steps)
+    rows_w = {k: np.concatenate([v] * steps) for k, v in weights.items()}
+    rows_o = {k: np.concatenate([obs[k] for obs in seq]) for k in seq[0]} if seq else {}
+    rows_s = {st.name: np.concatenate([s[st.name] for s in starts]) for st in prog.states}
+    if is_state:
+        partner = np.floor(rng.random(n) * step_of).astype(int)  # an earlier step of the same sequence
+        history = np.stack([s[intent.var] for s in starts])
+        low, high, ok = _ordered(history[partner, row_of], history[step_of, row_of])
+        ok &= step_of > 0
+    else:
+        partner = None
+        natural = (rows_w | rows_o)[intent.var] if intent.var in rows_w or intent.var in rows_o else \
+            np.concatenate([s[intent.var] for s in starts])
+        low, high = _var_pair(prog, intent.var, natural, var_iv, rng, n)
+        ok = np.ones(n, bool)
+    mask, _, _ = _compare(prog, intent, rows_w, rows_o, rows_s, low, high, n, mlp)
+    hits = np.flatnonzero(mask.reshape(n, -1).any(axis=1) & ok)
+    if hits.size == 0:
+        return None
+    r = int(hits[0])
+    k, i = int(step_of[r]), int(row_of[r])
+    found = _Found({name: v[i] for name, v in weights.items()}, tuple({name: v[i] for name, v in obs.items()}
+                                                                     for obs in seq[:k + 1]),
+                   low[r], high[r], None if partner is None else int(partner[r]))
+    found = _simplify(prog, intent, found, var_iv, mlp)
+    return _tell(prog, intent, found, mlp)
+
+
+class _Found(NamedTuple):
+    """A candidate witness, one sequence: what `StepWitness` holds before it is replayed and told."""
+
+    weights: dict[str, np.ndarray]
+    observations: tuple[dict[str, np.ndarray], ...]
+    low: np.ndarray  # a state variable: ignored, its values are replayed from the sequence
+    high: np.ndarray
+    partner: Optional[int]
+
+
+def _starts(prog: T.TypedProgram, weights: dict, seq: list[dict], n: int, mlp: dict) -> list[dict[str, np.ndarray]]:
+    """Every value at every step of `n` sequences from the initial state (the states at the step's start)."""
+    state, out = None, []
+    for obs in seq:
+        step = reference.run(prog, weights, obs, mlp, batch=n, state=state, step=True)
+        out.append(step.values)
+        state = step.next_state
+    return out
+
+
+def _ordered(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's two values as (low, high), elementwise low <= high, and which rows are ordered so."""
+    axes = tuple(range(1, a.ndim))
+    le = np.all(a <= b, axis=axes) if axes else a <= b
+    ge = np.all(b <= a, axis=axes) if axes else b <= a
+    pick = le.reshape(le.shape + (1,) * (a.ndim - 1))
+    return np.where(pick, a, b), np.where(pick, b, a), le | ge
+
+
+def _compare(prog: T.TypedProgram, intent: T.MonoIntent, weights: dict, obs: dict, state: dict,
+             low: np.ndarray, high: np.ndarray, n: int, mlp: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The target with the variable at `low` and at `high` (n rows, each with its own state), and
+    where it moves the wrong way."""
+    def at(v: np.ndarray) -> np.ndarray:
+        out = reference.run(prog, weights, obs, mlp, {intent.var: v}, batch=n, state=state)
+        return np.asarray(out.values[intent.target], dtype=float)
+
+    t_low, t_high = at(low), at(high)
+    return wrong_way(intent, t_low, t_high), t_low, t_high
+
+
+def _replay(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict):
+    """Run one candidate from the initial state: (violation or None, low, high, the states at its last
+    step). A violation is (element index, the target at low, at high)."""
+    one = {k: v[None] for k, v in f.weights.items()}
+    starts = _starts(prog, one, [{k: v[None] for k, v in obs.items()} for obs in f.observations], 1, mlp)
+    last = {st.name: starts[-1][st.name] for st in prog.states}
+    low, high = f.low[None], f.high[None]
+    if f.partner is not None:
+        low, high, ok = _ordered(starts[f.partner][intent.var], starts[-1][intent.var])
+        if not ok[0]:
+            return None, low[0], high[0], last
+    mask, t_low, t_high = _compare(prog, intent, one, {k: v[None] for k, v in f.observations[-1].items()}, last,
+                                   low, high, 1, mlp)
+    if not mask.any():
+        return None, low[0], high[0], last
+    idx = tuple(int(j) for j in np.argwhere(mask[0])[0]) if mask[0].ndim else ()
+    return (idx, float(t_low[0][idx]), float(t_high[0][idx])), low[0], high[0], last
+
+
+def _simplify(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, var_iv: Optional[Interval], mlp: dict) -> _Found:
+    """Weights back to their initial values (all at once, else one by one), then every observation
+    rounded to two digits, then the variable's two values: each change kept if the violation survives."""
+    def bad(g: _Found) -> bool:
+        return _replay(prog, intent, g, mlp)[0] is not None
+
+    init = {w.name: np.broadcast_to(np.asarray(w.init, float), w.type.shape) for w in prog.weights}
+    tried = f._replace(weights=dict(init))
+    if bad(tried):
+        f = tried
+    else:
+        for w in prog.weights:
+            tried = f._replace(weights={**f.weights, w.name: init[w.name]})
+            if bad(tried):
+                f = tried
+    bounds = {o.name: obs_bounds(o) for o in prog.obs}
+    rounded = tuple({k: np.clip(_round2(v), *bounds[k]) for k, v in obs.items()} for obs in f.observations)
+    if bad(f._replace(observations=rounded)):
+        f = f._replace(observations=rounded)
+    if f.partner is None and f.low.dtype != bool:
+        lo, hi = _round2(f.low), _round2(f.high)
+        inside = var_iv is None or (var_iv.contains(lo) and var_iv.contains(hi))
+        if inside and np.all(lo <= hi) and bad(f._replace(low=lo, high=hi)):
+            f = f._replace(low=lo, high=hi)
+    return f
+
+
+def _tell(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict) -> StepWitness:
+    """The witness, replayed, as a sentence."""
+    hit, low, high, last = _replay(prog, intent, f, mlp)
+    if hit is None:  # _simplify keeps only violating candidates
+        raise ValueError("a direction witness must break the intent")
+    idx, a, b = hit
+    k = len(f.observations) - 1
+    read = ancestors(prog, intent.target)
+    init = {w.name: np.broadcast_to(np.asarray(w.init, float), w.type.shape) for w in prog.weights}
+    moved = [w for w in prog.weights if w.name != intent.var and not np.array_equal(f.weights[w.name], init[w.name])]
+    head = ("with " + ", ".join(f"{w.name} = {_show(f.weights[w.name])}" for w in moved[:6]) + ", ") if moved else ""
+    shown = list(prog.obs[:4])
+    before = "; ".join(f"{o.name} = " + ", ".join(_show(obs[o.name]) for obs in f.observations[:k]) for o in shown)
+    now = [o for o in prog.obs if o.name in read and o.name != intent.var]
+    at_now = ("at " + ", ".join(f"{o.name} = {_show(f.observations[k][o.name])}" for o in now[:4]) + ", ") if now else ""
+    with_now = "with" + at_now[2:] if now else ""
+    target = intent.target + ("[" + ", ".join(map(str, idx)) + "]" if idx else "")
+    change = (f"{target} {'rises' if b > a else 'falls'} from {fmt_num(a)} to {fmt_num(b)} when {intent.var} goes "
+              f"from {_show(low)} to {_show(high)}")
+    if f.partner is not None:
+        then = _show(_replay_values(prog, f, mlp)[f.partner][intent.var][0])
+        others = [st for st in prog.states if st.name in read and st.name != intent.var]
+        text = (f"{head}from the initial state, the observations {before} ({_steps(k)}) give {intent.var} = {then} "
+                f"at step {f.partner + 1} and {intent.var} = {_show(last[intent.var][0])} at step {k + 1}; at step "
+                f"{k + 1}, {with_now}{change}"
+                + (f" (the other states as they are at step {k + 1})" if others else ""))
+    elif k == 0:
+        text = f"{head}at the first step of an episode (every state at its initial value), {at_now}{change}"
+    else:
+        states = [st for st in prog.states if st.name in read][:4] or list(prog.states[:4])
+        reached = ", ".join(f"{st.name} = {_show(last[st.name][0])}" for st in states)
+        text = (f"{head}from the initial state, the observations {before} ({_steps(k)}) give {reached} at step "
+                f"{k + 1}, where {at_now}{change}")
+    return StepWitness(dict(f.weights), f.observations, np.asarray(low), np.asarray(high), f.partner, idx, a, b, text)
+
+
+def _steps(k: int) -> str:
+    return "step 1" if k == 1 else f"steps 1 to {k}"
+
+
+def _replay_values(prog: T.TypedProgram, f: _Found, mlp: dict) -> list[dict[str, np.ndarray]]:
+    one = {k: v[None] for k, v in f.weights.items()}
+    return _starts(prog, one, [{k: v[None] for k, v in obs.items()} for obs in f.observations], 1, mlp)
+
+
+__all__ = ["search", "search_sequence", "direction_witness", "StepWitness", "budget", "reads_state", "SEQUENCE_STEPS"]
