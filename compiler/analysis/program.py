@@ -20,9 +20,12 @@ range. Each is decided in four steps:
    the intent, it holds only if fitting keeps that sign: warning W0406 says
    which constraint to declare.
 3. A numeric search for a counterexample with the reference interpreter
-   (`counterexample.py`). Found: the intent is false, error E0405 with the
-   concrete weights and values.
-4. Otherwise unknown, warning W0407 saying where the analysis lost track.
+   (`counterexample.py`; along sequences of observations from the initial
+   state for a target computed from states, `sequences.py`, so a witness only
+   uses states an episode reaches). Found: the intent is false, error E0405
+   with the concrete weights and values.
+4. Otherwise unknown, warning W0407 saying where the analysis lost track and
+   what the search tried.
 
 One pass over the whole program gives the ranges and diagnostics; every
 other pass (steps 1 and 2) evaluates only the target's cone downstream of
