@@ -20,7 +20,7 @@ from . import reference
 from ..check import typed as T
 from ..errors import fmt_num
 from . import counterexample
-from .counterexample import (N_SAMPLES, _round2, _show, _var_pair, ancestors, obs_bounds, sample_obs, sample_weight,
+from .counterexample import (N_SAMPLES, _canonical_obs, _round2, _show, _var_pair, ancestors, obs_bounds, sample_obs, sample_weight,
                              sub_program, wrong_way)
 from .intervals import Interval
 
@@ -219,8 +219,9 @@ def direction_witness(tp: T.TypedProgram, intent: T.MonoIntent, var_iv: Optional
     found = _Found({name: v[i] for name, v in weights.items()}, tuple({name: v[i] for name, v in obs.items()}
                                                                      for obs in seq[:k + 1]),
                    low[r], high[r], None if partner is None else int(partner[r]))
-    found = _simplify(prog, intent, found, var_iv, mlp)
-    return _tell(prog, intent, found, mlp)
+    if _replay(prog, intent, found, mlp)[0] is None:  # a row replays as it ran in the batch; never a false witness
+        return None
+    return _tell(prog, intent, _simplify(prog, intent, found, var_iv, mlp), mlp)
 
 
 class _Found(NamedTuple):
@@ -284,8 +285,10 @@ def _replay(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict):
 
 
 def _simplify(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, var_iv: Optional[Interval], mlp: dict) -> _Found:
-    """Weights back to their initial values (all at once, else one by one), then every observation
-    rounded to two digits, then the variable's two values: each change kept if the violation survives."""
+    """Weights back to their initial values (all at once, else one by one), the observations before
+    the compared step all as near 0 as their ranges allow, then each of the compared step's, then every
+    observation rounded to two digits, then the variable's two values: each change kept if the
+    violation survives."""
     def bad(g: _Found) -> bool:
         return _replay(prog, intent, g, mlp)[0] is not None
 
@@ -298,16 +301,31 @@ def _simplify(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, var_iv: Opt
             tried = f._replace(weights={**f.weights, w.name: init[w.name]})
             if bad(tried):
                 f = tried
+    simplest = {o.name: _canonical_obs(o) for o in prog.obs}
+    tried = f._replace(observations=tuple(dict(simplest) for _ in f.observations[:-1]) + f.observations[-1:])
+    if len(f.observations) > 1 and bad(tried):  # the steps before only count the time (a timer)
+        f = tried
+    for o in prog.obs:  # the compared step's observations, each as near 0 as its range allows
+        if o.name != intent.var:
+            tried = f._replace(observations=f.observations[:-1] + ({**f.observations[-1], o.name: simplest[o.name]},))
+            if bad(tried):
+                f = tried
     bounds = {o.name: obs_bounds(o) for o in prog.obs}
     rounded = tuple({k: np.clip(_round2(v), *bounds[k]) for k, v in obs.items()} for obs in f.observations)
     if bad(f._replace(observations=rounded)):
         f = f._replace(observations=rounded)
     if f.partner is None and f.low.dtype != bool:
-        lo, hi = _round2(f.low), _round2(f.high)
-        inside = var_iv is None or (var_iv.contains(lo) and var_iv.contains(hi))
-        if inside and np.all(lo <= hi) and bad(f._replace(low=lo, high=hi)):
-            f = f._replace(low=lo, high=hi)
+        for digits in (2, 3):  # two digits may make the two values one
+            lo, hi = _round(f.low, digits), _round(f.high, digits)
+            inside = var_iv is None or (var_iv.contains(lo) and var_iv.contains(hi))
+            if inside and np.all(lo <= hi) and bad(f._replace(low=lo, high=hi)):
+                return f._replace(low=lo, high=hi)
     return f
+
+
+def _round(x: np.ndarray, digits: int) -> np.ndarray:
+    """`digits` significant digits."""
+    return np.vectorize(lambda v: float(f"{v:.{digits}g}") if np.isfinite(v) else v, otypes=[float])(x)
 
 
 def _tell(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict) -> StepWitness:
@@ -335,7 +353,8 @@ def _tell(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict) -> S
         text = (f"{head}from the initial state, the observations {before} ({_steps(k)}) give {intent.var} = {then} "
                 f"at step {f.partner + 1} and {intent.var} = {_show(last[intent.var][0])} at step {k + 1}; at step "
                 f"{k + 1}, {with_now}{change}"
-                + (f" (the other states as they are at step {k + 1})" if others else ""))
+                + (f" (the other states as they are at step {k + 1}: "
+                   + ", ".join(f"{st.name} = {_show(last[st.name][0])}" for st in others[:4]) + ")" if others else ""))
     elif k == 0:
         text = f"{head}at the first step of an episode (every state at its initial value), {at_now}{change}"
     else:

@@ -65,8 +65,8 @@ def _witness(text: str):
 
 
 def _replay(tp: T.TypedProgram, intent: T.MonoIntent, w) -> tuple[float, float]:
-    """The target at the witness's last step with the variable at its low and high value, the states
-    reached by running the witness's observations from the initial state."""
+    """The target's witnessed element at the witness's last step with the variable at its low and high
+    value, the states reached by running the witness's observations from the initial state."""
     state, starts = None, []
     for obs in w.observations[:-1]:
         out = reference.run(tp, w.weights, obs, step=True, state=state)
@@ -74,11 +74,11 @@ def _replay(tp: T.TypedProgram, intent: T.MonoIntent, w) -> tuple[float, float]:
         state = out.next_state
     if intent.var in {st.name for st in tp.states}:  # both values of the state are reached
         final = reference.run(tp, w.weights, w.observations[-1], state=state).values[intent.var]
-        reached = {float(starts[w.partner][intent.var]), float(final)}
-        assert reached == {float(w.low), float(w.high)}
+        reached = sorted([np.asarray(starts[w.partner][intent.var]).tolist(), np.asarray(final).tolist()])
+        assert reached == sorted([np.asarray(w.low).tolist(), np.asarray(w.high).tolist()])
     low = reference.run(tp, w.weights, w.observations[-1], overrides={intent.var: w.low}, state=state)
     high = reference.run(tp, w.weights, w.observations[-1], overrides={intent.var: w.high}, state=state)
-    return float(low.values[intent.target]), float(high.values[intent.target])
+    return float(low.values[intent.target][w.index]), float(high.values[intent.target][w.index])
 
 
 def test_a_direction_that_fails_at_a_reachable_state_is_refuted_by_a_sequence_of_observations():
@@ -125,24 +125,71 @@ def test_a_direction_the_first_step_refutes_keeps_its_one_step_witness():
     assert d.message.endswith("at the first step of an episode (every state at its initial value).")
 
 
-def test_the_reached_state_is_what_the_reference_interpreter_reaches_for_arrays_too():
-    text = """obs x : real[2] in [-1, 1]
+REPLAYED = {
+    "bool-state": """obs x : real in [-1, 1]
+state g : bool = false next x > 0.5
+latent u = if g then -x else x
+action a : real in [-5, 5] = clip(u, -5, 5)
+expect u increasing in g
+""",
+    "array-obs": """obs x : real[2] in [-1, 1]
 state p : real[2] = 0 next x
 latent u = x * p
 action a : real[2] in [-5, 5] = clip(u, -5, 5)
 expect u increasing in x
+""",
+    "array-state": """obs x : real[2] in [-1, 1]
+state p : real[2] = 0 next x
+latent u = p[0] * p[1]
+action a : real in [-5, 5] = clip(u, -5, 5)
+expect u increasing in p
+""",
+    "timer": """obs x : real in [-1, 1]
+state t : real in [0, 100] = 0 next t + 1
+latent u = if t > 5 then -x else x
+action a : real in [-5, 5] = clip(u, -5, 5)
+expect u increasing in x
+""",
+    "weight": """obs x : real in [-1, 1]
+weight k : real = 0.5
+state p : real = 0 next x
+latent u = k * p
+action a : real in [-5, 5] = clip(u + x, -5, 5)
+expect u increasing in k
+""",
+    "latent-cut": """obs x : real in [-1, 1]
+state p : real = 0 next x
+latent m = p * x
+latent u = m * p
+action a : real in [-5, 5] = clip(u, -5, 5)
+expect u increasing in m
+""",
+}
+
+
+@pytest.mark.parametrize("name", list(REPLAYED))
+def test_every_witness_replays_from_the_initial_state(name):
+    tp, intent, w = _witness(REPLAYED[name])
+    assert w is not None
+    at_low, at_high = _replay(tp, intent, w)
+    assert (at_low, at_high) == (w.before, w.after) and at_high < at_low
+    assert np.all(np.asarray(w.low) <= np.asarray(w.high))
+
+
+def test_a_timer_witness_shows_the_steps_it_waits_with_the_simplest_observations():
+    tp, intent, w = _witness(REPLAYED["timer"])
+    assert w.text.startswith("from the initial state, the observations x = 0, 0, 0, 0, 0, 0 (steps 1 to 6) give "
+                             "t = 6 at step 7, where u falls from ")
+
+
+def test_a_direction_in_a_state_names_the_other_states_it_holds():
+    text = """obs x : real in [-1, 1]
+state p : real = 0 next x
+state q : real in [-5, 5] = 0 next q + x
+latent u = p * q
+action a : real in [-5, 5] = clip(u, -5, 5)
+expect u increasing in p
 """
     tp, intent, w = _witness(text)
-    assert w is not None
-    low = reference.run(tp, w.weights, {**w.observations[-1]}, overrides={"x": w.low},
-                        state=_state_after(tp, w))
-    high = reference.run(tp, w.weights, {**w.observations[-1]}, overrides={"x": w.high},
-                         state=_state_after(tp, w))
-    assert np.any(high.values["u"] < low.values["u"])
-
-
-def _state_after(tp, w):
-    state = None
-    for obs in w.observations[:-1]:
-        state = reference.run(tp, w.weights, obs, step=True, state=state).next_state
-    return state
+    assert w.text.endswith("(the other states as they are at step 2: q = -1)")
+    _replay(tp, intent, w)

@@ -213,6 +213,6 @@ def test_a_direction_in_a_state_is_refuted_by_two_values_a_sequence_gives_it():
     ds = [d for d in e.value.diagnostics if d.code == "E0405"]
     assert len(ds) == 1 and "`u increasing in prev_err` is false" in ds[0].message
     assert ds[0].message.endswith("from the initial state, the observations err = -1 (step 1) give prev_err = 0 at "
-                                  "step 1 and prev_err = -1 at step 2; at step 2, with err = 0.93, u falls from "
-                                  "0.9265 to 0.8765 when prev_err goes from -1 to 0 (the other states as they are at "
-                                  "step 2).")
+                                  "step 1 and prev_err = -1 at step 2; at step 2, with err = 0, u falls from "
+                                  "-0.05 to -0.1 when prev_err goes from -1 to 0 (the other states as they are at "
+                                  "step 2: integ = -0.1).")
