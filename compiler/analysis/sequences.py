@@ -136,15 +136,21 @@ def search_sequence(tp: T.TypedProgram, intent: T.RangeIntent, samples: int = N_
             f"{target} = {fmt_num(x)} {bound} at step {k + 1}")
 
 
-def _closure(tp: T.TypedProgram, target: str) -> set[str]:
-    """Every name `target` depends on over the steps: its ancestors within a step and, through every
+def _closure(tp: T.TypedProgram, *targets: str) -> set[str]:
+    """Every name the targets depend on over the steps: their ancestors within a step and, through every
     state among them, what that state's `next` expression is computed from, transitively."""
+    nodes = {n.name: n for n in tp.nodes}
     states = {st.name: st for st in tp.states}
     seen: set[str] = set()
-    todo = [target]
-    while todo:
+    todo = list(targets)
+    while todo:  # each name's direct reads once: linear in the program (its ancestors each time was quadratic)
         name = todo.pop()
-        reads = ancestors(tp, name) | (T.refs(states[name].update) if name in states else set())
+        node = nodes.get(name)
+        reads = T.refs(node.expr) if node is not None else set()
+        if isinstance(node, T.Action) and node.std is not None:
+            reads |= T.refs(node.std)
+        if name in states:
+            reads |= T.refs(states[name].update)
         for r in reads - seen:
             seen.add(r)
             todo.append(r)
@@ -184,7 +190,8 @@ def direction_witness(tp: T.TypedProgram, intent: T.MonoIntent, var_iv: Optional
     (`counterexample.search`). The first violation (earliest step), simplified (weights back to their
     initial values, observations and the variable's values rounded to two digits, where the violation
     survives), or None."""
-    prog = sub_program(tp, _closure(tp, intent.target) | {intent.target})
+    progs = _programs(tp, intent.target)
+    prog = progs.whole
     is_state = intent.var in {st.name for st in prog.states}
     rng = np.random.default_rng(zlib.crc32(intent.text.encode()))
     mlp = reference.zero_mlp_params(prog)
@@ -193,12 +200,12 @@ def direction_witness(tp: T.TypedProgram, intent: T.MonoIntent, var_iv: Optional
     seq = [{o.name: sample_obs(o, rng, samples) for o in tp.obs} for _ in range(steps)]
     weights = {w.name: weights[w.name] for w in prog.weights}
     seq = [{o.name: obs[o.name] for o in prog.obs} for obs in seq]
-    starts = _starts(prog, weights, seq, samples, mlp)  # steps x {name: (samples,) + shape}
+    starts = _starts(progs, weights, seq, samples, mlp)  # steps x {name: (samples,) + shape}
     n = steps * samples  # one row per (step, sequence), step major
     step_of, row_of = np.repeat(np.arange(steps), samples), np.tile(np.arange(samples), steps)
     rows_w = {k: np.concatenate([v] * steps) for k, v in weights.items()}
     rows_o = {k: np.concatenate([obs[k] for obs in seq]) for k in seq[0]} if seq else {}
-    rows_s = {st.name: np.concatenate([s[st.name] for s in starts]) for st in prog.states}
+    rows_s = {st.name: np.concatenate([s[st.name] for s in starts]) for st in progs.steps.states}
     if is_state:
         partner = np.floor(rng.random(n) * step_of).astype(int)  # an earlier step of the same sequence
         history = np.stack([s[intent.var] for s in starts])
@@ -207,10 +214,10 @@ def direction_witness(tp: T.TypedProgram, intent: T.MonoIntent, var_iv: Optional
     else:
         partner = None
         natural = (rows_w | rows_o)[intent.var] if intent.var in rows_w or intent.var in rows_o else \
-            np.concatenate([s[intent.var] for s in starts])
+            reference.run(progs.cone, rows_w, rows_o, mlp, batch=n, state=rows_s).values[intent.var]
         low, high = _var_pair(prog, intent.var, natural, var_iv, rng, n)
         ok = np.ones(n, bool)
-    mask, _, _ = _compare(prog, intent, rows_w, rows_o, rows_s, low, high, n, mlp)
+    mask, _, _ = _compare(progs, intent, rows_w, rows_o, rows_s, low, high, n, mlp)
     hits = np.flatnonzero(mask.reshape(n, -1).any(axis=1) & ok)
     if hits.size == 0:
         return None
@@ -219,9 +226,26 @@ def direction_witness(tp: T.TypedProgram, intent: T.MonoIntent, var_iv: Optional
     found = _Found({name: v[i] for name, v in weights.items()}, tuple({name: v[i] for name, v in obs.items()}
                                                                      for obs in seq[:k + 1]),
                    low[r], high[r], None if partner is None else int(partner[r]))
-    if _replay(prog, intent, found, mlp)[0] is None:  # a row replays as it ran in the batch; never a false witness
+    if _replay(progs, intent, found, mlp)[0] is None:  # a row replays as it ran in the batch; never a false witness
         return None
-    return _tell(prog, intent, _simplify(prog, intent, found, var_iv, mlp), mlp)
+    return _tell(progs, intent, _simplify(progs, intent, found, var_iv, mlp), mlp)
+
+
+class _Programs(NamedTuple):
+    """The parts of a program a direction search runs: what the target depends on over the steps
+    (`whole`), what the states it reads depend on over the steps (`steps`, run from the initial state
+    along a sequence) and the target's cone within one step (`cone`, run at the compared step)."""
+
+    whole: T.TypedProgram
+    steps: T.TypedProgram
+    cone: T.TypedProgram
+
+
+def _programs(tp: T.TypedProgram, target: str) -> _Programs:
+    whole = _closure(tp, target)
+    states = {st.name for st in tp.states if st.name in whole}
+    return _Programs(sub_program(tp, whole | {target}), sub_program(tp, _closure(tp, *states) | states),
+                     counterexample.cone_program(tp, target))
 
 
 class _Found(NamedTuple):
@@ -234,11 +258,12 @@ class _Found(NamedTuple):
     partner: Optional[int]
 
 
-def _starts(prog: T.TypedProgram, weights: dict, seq: list[dict], n: int, mlp: dict) -> list[dict[str, np.ndarray]]:
-    """Every value at every step of `n` sequences from the initial state (the states at the step's start)."""
+def _starts(progs: _Programs, weights: dict, seq: list[dict], n: int, mlp: dict) -> list[dict[str, np.ndarray]]:
+    """Every state (and value its updates read) at every step of `n` sequences from the initial state
+    (the states at the step's start)."""
     state, out = None, []
     for obs in seq:
-        step = reference.run(prog, weights, obs, mlp, batch=n, state=state, step=True)
+        step = reference.run(progs.steps, weights, obs, mlp, batch=n, state=state, step=True)
         out.append(step.values)
         state = step.next_state
     return out
@@ -253,30 +278,30 @@ def _ordered(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return np.where(pick, a, b), np.where(pick, b, a), le | ge
 
 
-def _compare(prog: T.TypedProgram, intent: T.MonoIntent, weights: dict, obs: dict, state: dict,
+def _compare(progs: _Programs, intent: T.MonoIntent, weights: dict, obs: dict, state: dict,
              low: np.ndarray, high: np.ndarray, n: int, mlp: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The target with the variable at `low` and at `high` (n rows, each with its own state), and
     where it moves the wrong way."""
     def at(v: np.ndarray) -> np.ndarray:
-        out = reference.run(prog, weights, obs, mlp, {intent.var: v}, batch=n, state=state)
+        out = reference.run(progs.cone, weights, obs, mlp, {intent.var: v}, batch=n, state=state)
         return np.asarray(out.values[intent.target], dtype=float)
 
     t_low, t_high = at(low), at(high)
     return wrong_way(intent, t_low, t_high), t_low, t_high
 
 
-def _replay(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict):
+def _replay(progs: _Programs, intent: T.MonoIntent, f: _Found, mlp: dict):
     """Run one candidate from the initial state: (violation or None, low, high, the states at its last
     step). A violation is (element index, the target at low, at high)."""
     one = {k: v[None] for k, v in f.weights.items()}
-    starts = _starts(prog, one, [{k: v[None] for k, v in obs.items()} for obs in f.observations], 1, mlp)
-    last = {st.name: starts[-1][st.name] for st in prog.states}
+    starts = _starts(progs, one, [{k: v[None] for k, v in obs.items()} for obs in f.observations], 1, mlp)
+    last = {st.name: starts[-1][st.name] for st in progs.steps.states}
     low, high = f.low[None], f.high[None]
     if f.partner is not None:
         low, high, ok = _ordered(starts[f.partner][intent.var], starts[-1][intent.var])
         if not ok[0]:
             return None, low[0], high[0], last
-    mask, t_low, t_high = _compare(prog, intent, one, {k: v[None] for k, v in f.observations[-1].items()}, last,
+    mask, t_low, t_high = _compare(progs, intent, one, {k: v[None] for k, v in f.observations[-1].items()}, last,
                                    low, high, 1, mlp)
     if not mask.any():
         return None, low[0], high[0], last
@@ -284,13 +309,15 @@ def _replay(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict):
     return (idx, float(t_low[0][idx]), float(t_high[0][idx])), low[0], high[0], last
 
 
-def _simplify(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, var_iv: Optional[Interval], mlp: dict) -> _Found:
+def _simplify(progs: _Programs, intent: T.MonoIntent, f: _Found, var_iv: Optional[Interval], mlp: dict) -> _Found:
     """Weights back to their initial values (all at once, else one by one), the observations before
     the compared step all as near 0 as their ranges allow, then each of the compared step's, then every
     observation rounded to two digits, then the variable's two values: each change kept if the
     violation survives."""
     def bad(g: _Found) -> bool:
-        return _replay(prog, intent, g, mlp)[0] is not None
+        return _replay(progs, intent, g, mlp)[0] is not None
+
+    prog = progs.whole
 
     init = {w.name: np.broadcast_to(np.asarray(w.init, float), w.type.shape) for w in prog.weights}
     tried = f._replace(weights=dict(init))
@@ -328,9 +355,10 @@ def _round(x: np.ndarray, digits: int) -> np.ndarray:
     return np.vectorize(lambda v: float(f"{v:.{digits}g}") if np.isfinite(v) else v, otypes=[float])(x)
 
 
-def _tell(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict) -> StepWitness:
+def _tell(progs: _Programs, intent: T.MonoIntent, f: _Found, mlp: dict) -> StepWitness:
     """The witness, replayed, as a sentence."""
-    hit, low, high, last = _replay(prog, intent, f, mlp)
+    prog = progs.whole
+    hit, low, high, last = _replay(progs, intent, f, mlp)
     if hit is None:  # _simplify keeps only violating candidates
         raise ValueError("a direction witness must break the intent")
     idx, a, b = hit
@@ -339,8 +367,10 @@ def _tell(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict) -> S
     init = {w.name: np.broadcast_to(np.asarray(w.init, float), w.type.shape) for w in prog.weights}
     moved = [w for w in prog.weights if w.name != intent.var and not np.array_equal(f.weights[w.name], init[w.name])]
     head = ("with " + ", ".join(f"{w.name} = {_show(f.weights[w.name])}" for w in moved[:6]) + ", ") if moved else ""
-    shown = list(prog.obs[:4])
-    before = "; ".join(f"{o.name} = " + ", ".join(_show(obs[o.name]) for obs in f.observations[:k]) for o in shown)
+    shown = progs.steps.obs[:4]  # those the states are computed from
+    before = ("the observations " + "; ".join(f"{o.name} = " + ", ".join(_show(obs[o.name]) for obs in f.observations[:k])
+                                              for o in shown) + f" ({_steps(k)})") if shown else \
+        f"{k} step{'s' if k > 1 else ''} (whatever the observations)"
     now = [o for o in prog.obs if o.name in read and o.name != intent.var]
     at_now = ("at " + ", ".join(f"{o.name} = {_show(f.observations[k][o.name])}" for o in now[:4]) + ", ") if now else ""
     with_now = "with" + at_now[2:] if now else ""
@@ -348,9 +378,9 @@ def _tell(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict) -> S
     change = (f"{target} {'rises' if b > a else 'falls'} from {fmt_num(a)} to {fmt_num(b)} when {intent.var} goes "
               f"from {_show(low)} to {_show(high)}")
     if f.partner is not None:
-        then = _show(_replay_values(prog, f, mlp)[f.partner][intent.var][0])
+        then = _show(_replay_values(progs, f, mlp)[f.partner][intent.var][0])
         others = [st for st in prog.states if st.name in read and st.name != intent.var]
-        text = (f"{head}from the initial state, the observations {before} ({_steps(k)}) give {intent.var} = {then} "
+        text = (f"{head}from the initial state, {before} give {intent.var} = {then} "
                 f"at step {f.partner + 1} and {intent.var} = {_show(last[intent.var][0])} at step {k + 1}; at step "
                 f"{k + 1}, {with_now}{change}"
                 + (f" (the other states as they are at step {k + 1}: "
@@ -360,7 +390,7 @@ def _tell(prog: T.TypedProgram, intent: T.MonoIntent, f: _Found, mlp: dict) -> S
     else:
         states = [st for st in prog.states if st.name in read][:4] or list(prog.states[:4])
         reached = ", ".join(f"{st.name} = {_show(last[st.name][0])}" for st in states)
-        text = (f"{head}from the initial state, the observations {before} ({_steps(k)}) give {reached} at step "
+        text = (f"{head}from the initial state, {before} give {reached} at step "
                 f"{k + 1}, where {at_now}{change}")
     return StepWitness(dict(f.weights), f.observations, np.asarray(low), np.asarray(high), f.partner, idx, a, b, text)
 
@@ -369,9 +399,9 @@ def _steps(k: int) -> str:
     return "step 1" if k == 1 else f"steps 1 to {k}"
 
 
-def _replay_values(prog: T.TypedProgram, f: _Found, mlp: dict) -> list[dict[str, np.ndarray]]:
+def _replay_values(progs: _Programs, f: _Found, mlp: dict) -> list[dict[str, np.ndarray]]:
     one = {k: v[None] for k, v in f.weights.items()}
-    return _starts(prog, one, [{k: v[None] for k, v in obs.items()} for obs in f.observations], 1, mlp)
+    return _starts(progs, one, [{k: v[None] for k, v in obs.items()} for obs in f.observations], 1, mlp)
 
 
 __all__ = ["search", "search_sequence", "direction_witness", "StepWitness", "budget", "reads_state", "SEQUENCE_STEPS"]
