@@ -20,8 +20,8 @@ from . import reference
 from ..check import typed as T
 from ..errors import fmt_num
 from . import counterexample
-from .counterexample import (N_SAMPLES, _canonical_obs, _round2, _show, _var_pair, ancestors, obs_bounds, sample_obs, sample_weight,
-                             sub_program, wrong_way)
+from .counterexample import (N_SAMPLES, _canonical_obs, _round2, _show, _var_pair, ancestors, obs_bounds, sample_obs,
+                             sample_weight, sub_program, wrong_way)
 from .intervals import Interval
 
 
@@ -187,9 +187,8 @@ def direction_witness(tp: T.TypedProgram, intent: T.MonoIntent, var_iv: Optional
     of every sequence the variable takes two values: a state variable the value it had at an earlier
     step of the same sequence and its value now (each reached, so the pair is one the policy meets);
     any other variable two values inside `var_iv` around its value there, as at one step
-    (`counterexample.search`). The first violation (earliest step), simplified (weights back to their
-    initial values, observations and the variable's values rounded to two digits, where the violation
-    survives), or None."""
+    (`counterexample.search`). The first violation (earliest step), simplified (`_simplify`), replayed
+    and told, or None."""
     progs = _programs(tp, intent.target)
     prog = progs.whole
     is_state = intent.var in {st.name for st in prog.states}
@@ -368,11 +367,14 @@ def _tell(progs: _Programs, intent: T.MonoIntent, f: _Found, mlp: dict) -> StepW
     moved = [w for w in prog.weights if w.name != intent.var and not np.array_equal(f.weights[w.name], init[w.name])]
     head = ("with " + ", ".join(f"{w.name} = {_show(f.weights[w.name])}" for w in moved[:6]) + ", ") if moved else ""
     shown = progs.steps.obs[:4]  # those the states are computed from
-    before = ("the observations " + "; ".join(f"{o.name} = " + ", ".join(_show(obs[o.name]) for obs in f.observations[:k])
-                                              for o in shown) + f" ({_steps(k)})") if shown else \
-        f"{k} step{'s' if k > 1 else ''} (whatever the observations)"
+    if shown:
+        listed = "; ".join(f"{o.name} = " + ", ".join(_show(obs[o.name]) for obs in f.observations[:k]) for o in shown)
+        before = f"the observations {listed} ({_steps(k)})"
+    else:
+        before = f"{k} step{'s' if k > 1 else ''} (whatever the observations)"
     now = [o for o in prog.obs if o.name in read and o.name != intent.var]
-    at_now = ("at " + ", ".join(f"{o.name} = {_show(f.observations[k][o.name])}" for o in now[:4]) + ", ") if now else ""
+    at_now = "".join(f"{o.name} = {_show(f.observations[k][o.name])}, " for o in now[:4])
+    at_now = ("at " + at_now) if now else ""
     with_now = "with" + at_now[2:] if now else ""
     target = intent.target + ("[" + ", ".join(map(str, idx)) + "]" if idx else "")
     change = (f"{target} {'rises' if b > a else 'falls'} from {fmt_num(a)} to {fmt_num(b)} when {intent.var} goes "

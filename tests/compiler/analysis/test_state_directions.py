@@ -86,7 +86,8 @@ def test_a_direction_that_fails_at_a_reachable_state_is_refuted_by_a_sequence_of
         polc.loads(REACHABLE)
     d = [d for d in e.value.diagnostics if d.code == "E0405"]
     assert len(d) == 1
-    assert d[0].message.startswith("The intent `u increasing in x` is false: from the initial state, the observations x = ")
+    assert d[0].message.startswith("The intent `u increasing in x` is false: from the initial state, the "
+                                   "observations x = ")
     assert " give p = " in d[0].message and "u falls from " in d[0].message
     tp, intent, w = _witness(REACHABLE)
     assert len(w.observations) >= 2 and w.partner is None
