@@ -317,7 +317,6 @@ def _simplify(progs: _Programs, intent: T.MonoIntent, f: _Found, var_iv: Optiona
         return _replay(progs, intent, g, mlp)[0] is not None
 
     prog = progs.whole
-
     init = {w.name: np.broadcast_to(np.asarray(w.init, float), w.type.shape) for w in prog.weights}
     tried = f._replace(weights=dict(init))
     if bad(tried):
