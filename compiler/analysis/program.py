@@ -20,9 +20,12 @@ range. Each is decided in four steps:
    the intent, it holds only if fitting keeps that sign: warning W0406 says
    which constraint to declare.
 3. A numeric search for a counterexample with the reference interpreter
-   (`counterexample.py`). Found: the intent is false, error E0405 with the
-   concrete weights and values.
-4. Otherwise unknown, warning W0407 saying where the analysis lost track.
+   (`counterexample.py`; along sequences of observations from the initial
+   state for a target computed from states, `sequences.py`, so a witness only
+   uses states an episode reaches). Found: the intent is false, error E0405
+   with the concrete weights and values.
+4. Otherwise unknown, warning W0407 saying where the analysis lost track and
+   what the search tried.
 
 One pass over the whole program gives the ranges and diagnostics; every
 other pass (steps 1 and 2) evaluates only the target's cone downstream of
@@ -176,14 +179,14 @@ def decide(tp: T.TypedProgram, intent: T.Intent, base: Pass, shared: Optional[Pa
     # Imported here, not at the top: a clean check proves every intent before this
     # point, and the search (with the reference interpreter) costs the start-up of
     # every `polc check` otherwise.
-    from . import counterexample
+    from . import sequences
 
     var_iv = base.env[var].iv if var is not None else None
-    witness = counterexample.search(tp, intent, var_iv)
+    witness = sequences.search(tp, intent, var_iv)
     if witness is not None:
         d = errors.intent_refuted(intent.span, intent.text, witness)
         return IntentResult(intent, REFUTED, witness, d, work)
-    reason = f"{why}, and {counterexample.N_SAMPLES} random samples found no counterexample"
+    reason = f"{why}, and {sequences.budget(tp, intent)} found no counterexample"
     return IntentResult(intent, UNKNOWN, reason, errors.intent_unknown(intent.span, intent.text, reason), work)
 
 

@@ -206,11 +206,13 @@ def test_a_states_range_intent_is_refuted_with_only_the_weights_and_observations
     assert "k_p" not in d.message and "k_d" not in d.message  # integ never reads them
 
 
-def test_a_direction_in_a_state_is_searched_with_the_state_free_within_one_step():
+def test_a_direction_in_a_state_is_refuted_by_two_values_a_sequence_gives_it():
     text = PID.replace('action u', 'expect d_err decreasing in prev_err\nexpect u increasing in prev_err\naction u')
     with pytest.raises(polc.PolError) as e:
         polc.loads(text)
     ds = [d for d in e.value.diagnostics if d.code == "E0405"]
     assert len(ds) == 1 and "`u increasing in prev_err` is false" in ds[0].message
-    assert ds[0].message.endswith("(within one step, prev_err ranging over its proved range, the other states at "
-                                  "their initial values).")
+    assert ds[0].message.endswith("from the initial state, the observations err = -1 (step 1) give prev_err = 0 at "
+                                  "step 1 and prev_err = -1 at step 2; at step 2, with err = 0, u falls from "
+                                  "-0.05 to -0.1 when prev_err goes from -1 to 0 (the other states as they are at "
+                                  "step 2: integ = -0.1).")
