@@ -41,10 +41,12 @@ RESERVED = _C_KEYWORDS | _C_LIBRARY
 
 # The helpers, each emitted only when used (static inline: no warning when unused).
 HELPERS = {
+    # `x > y ? x : y` is already y when y is NaN, so only x needs the test: one comparison and
+    # one test where three were, the same value for every input (SSE's maxss is exactly m)
     "max": ("/* jnp.maximum: NaN if either is NaN (C's fmaxf would return the other) */\n"
-            "static inline float pol_max(float x, float y) { return x != x ? x : y != y ? y : x > y ? x : y; }"),
+            "static inline float pol_max(float x, float y) { const float m = x > y ? x : y; return x != x ? x : m; }"),
     "min": ("/* jnp.minimum: NaN if either is NaN */\n"
-            "static inline float pol_min(float x, float y) { return x != x ? x : y != y ? y : x < y ? x : y; }"),
+            "static inline float pol_min(float x, float y) { const float m = x < y ? x : y; return x != x ? x : m; }"),
     "sign": ("/* jnp.sign: -1 or 1, else x itself (0, -0, NaN) */\n"
              "static inline float pol_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; }"),
     "sigmoid": "static inline float pol_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }",
@@ -354,9 +356,10 @@ class Emitter:
         ctype = "int" if typ.base == T.BOOL else "float"
         shape = typ.shape
         values = []
+        clipped = clipped and (lo > -math.inf or hi < math.inf) and not _clipped_within(e, lo, hi)
         for idx in indices(shape):
             v = _strip(self.operand(e, idx, shape))
-            if clipped and (lo > -math.inf or hi < math.inf):
+            if clipped:
                 v = self.clip(v, lo, hi)
             values.append((idx, v))
         if not shape:
@@ -379,6 +382,29 @@ class Emitter:
 def _atomic(s: str) -> bool:
     """Whether `s` can be repeated cheaply and without parentheses (a name, a member, a literal)."""
     return all(c.isalnum() or c in "_[]->." for c in s)
+
+
+def _number(e: T.TExpr) -> Optional[float]:
+    """The value of a real scalar literal, negated or not (`-1`), else None."""
+    if isinstance(e, T.Unary) and e.op == "neg":
+        v = _number(e.x)
+        return None if v is None else -v
+    if isinstance(e, T.Const) and not e.type.shape and not isinstance(e.value, bool):
+        return float(e.value)
+    return None
+
+
+def _clipped_within(e: T.TExpr, lo: float, hi: float) -> bool:
+    """Whether `e` is `clip(x, a, b)` with literal bounds lo <= a <= b <= hi: every value it takes
+    is NaN or in [a, b], so clipping it again to [lo, hi] changes no bit and is left out (an
+    action `clip(cmd, -1, 1)` declared in [-1, 1]). A zero bound with its sign bit set is not
+    taken: maximum(-0, 0) is 0, so the second clip could flip a zero's sign."""
+    if not (isinstance(e, T.Apply) and e.fn == "clip" and len(e.args) == 3):
+        return False
+    a, b = _number(e.args[1]), _number(e.args[2])
+    if a is None or b is None or any(v == 0 and math.copysign(1.0, v) < 0 for v in (a, b, lo, hi)):
+        return False
+    return lo <= a <= b <= hi
 
 
 def _int_exponent(e: T.TExpr) -> Optional[int]:

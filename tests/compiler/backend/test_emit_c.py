@@ -242,8 +242,10 @@ def test_every_op_hits_the_edges(every_op):
 
 def test_batch_blocks_and_single_rows_agree_bitwise(every_op):
     """The batch loop's blocks of 16 rows (the step inline, observations and weights in locals)
-    and its rows left over (the step function) compute the same bits, NaNs included; so do
-    the runs with and without the latents."""
+    and its rows left over (the step function) compute the same bits; so do the runs with and
+    without the latents. A NaN is compared as NaN, not by its bits: where two NaNs meet (NaN +
+    NaN) x86 returns the first operand's, and which one is first is the compiler's choice (C
+    leaves NaN signs and payloads unspecified; so does Pol: the JAX comparison uses isnan)."""
     rows = every_op.rows
     assert len(rows) % 16 != 0 and len(rows) > 16  # both paths run
     one = [every_op.c.step_batch(rows[i:i + 1]) for i in range(len(rows))]
@@ -252,7 +254,8 @@ def test_batch_blocks_and_single_rows_agree_bitwise(every_op):
     act_only, no_lat = every_op.c.step_batch(rows, latents=False)
     assert no_lat is None
     for got, want in ((every_op.c_act, single_act), (every_op.c_lat, single_lat), (act_only, single_act)):
-        assert got.tobytes() == want.tobytes()
+        assert (np.isnan(got) == np.isnan(want)).all()
+        assert np.where(np.isnan(got), 0, got).tobytes() == np.where(np.isnan(want), 0, want).tobytes()
 
 
 @pytest.mark.slow
@@ -375,6 +378,82 @@ def test_batch_loop_reads_matrix_observations_and_weights(tmp_path):
     src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "m.h").c
     assert "const float (*pos)[3] = (const float (*)[3])(o);" in src and "const float (*gain)[3] = w->gain;" in src
     assert_agrees(case, EVERY_OP_TOLERANCE)
+
+
+CLIPS = """policy clips
+obs u : real "unbounded"
+obs x : real[2] in [-3, 3]
+action inside : real in [-1, 1] = clip(u, -1, 1) "already in its range: clipped once"
+action narrower : real[2] in [0, 1] = clip(x * u, 0.25, 0.75)
+action at_zero : real in [0, 2] = clip(-u, 0, 1)
+action wider : real in [-1, 1] = clip(u, -2, 2) "wider than its range: clipped again"
+action neg_zero : real in [-1, 0] = clip(u, -1, -0) "a -0 bound: clipped again (maximum(-0, 0) is 0)"
+action plain : real in [-1, 1] = u * 0.5
+"""
+
+
+def test_an_action_clipped_within_its_range_is_clipped_once(tmp_path, monkeypatch):
+    """`action a in [lo, hi] = clip(x, a, b)` with lo <= a <= b <= hi: the range's clip would
+    change no bit, so it is left out of the C (two comparisons fewer per action, in the step and
+    the batch loop); a wider clip, a -0 bound and a plain expression keep it. The outputs are
+    bit for bit those of the C with every range clip kept (on random and edge rows: NaN, +-inf,
+    the bounds, 0 and -0), and agree with JAX in every clipping branch."""
+    import polc.backend._c_expr as c_expr
+
+    (tmp_path / "once").mkdir()
+    (tmp_path / "twice").mkdir()
+    case = build_cases([("clips", loads(CLIPS, "clips.pol", analyze=False).typed)], tmp_path / "once")["clips"]
+    src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "clips.h").c
+    assert "const float inside = pol_min(pol_max(obs->u, -1.0f), 1.0f);" in src
+    assert "narrower[1] = pol_min(pol_max(obs->x_[1] * obs->u, 0.25f), 0.75f);" in src
+    assert "const float at_zero = pol_min(pol_max(-obs->u, 0.0f), 1.0f);" in src
+    assert "const float wider = pol_min(pol_max(pol_min(pol_max(obs->u, -2.0f), 2.0f), -1.0f), 1.0f);" in src
+    assert "const float neg_zero = pol_min(pol_max(pol_min(pol_max(obs->u, -1.0f), -0.0f), -1.0f), 0.0f);" in src
+    assert "const float plain = pol_min(pol_max(obs->u * 0.5f, -1.0f), 1.0f);" in src
+    assert_agrees(case, 0)
+
+    monkeypatch.setattr(c_expr, "_clipped_within", lambda e, lo, hi: False)
+    _, (twice,) = build_many([(case.tp, weight_values(case.tp, case.params, "test", case.policy), "twice")],
+                             str(tmp_path / "twice"))
+    act, lat = twice.step_batch(case.rows)
+    assert act.tobytes() == case.c_act.tobytes() and lat.tobytes() == case.c_lat.tobytes()
+
+
+HELPER_PAIRS = r'''#include <math.h>
+#include <stdio.h>
+#include <string.h>
+%s
+%s
+/* the three-test form the helpers had: x if NaN, else y if NaN, else the larger / smaller */
+static float ref_max(float x, float y) { return x != x ? x : y != y ? y : x > y ? x : y; }
+static float ref_min(float x, float y) { return x != x ? x : y != y ? y : x < y ? x : y; }
+static unsigned bits(float f) { unsigned u; memcpy(&u, &f, sizeof u); return u; }
+int main(void) {
+    const float v[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1e-45f, -1e-45f,
+                       1.17549435e-38f, 3.40282347e38f, -3.40282347e38f};
+    int n = (int)(sizeof v / sizeof v[0]), differ = 0;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+            differ += (bits(pol_max(v[i], v[j])) != bits(ref_max(v[i], v[j])))
+                      + (bits(pol_min(v[i], v[j])) != bits(ref_min(v[i], v[j])));
+    printf("%%d %%d\n", n * n, differ);
+    return 0;
+}
+'''
+
+
+def test_max_and_min_helpers_give_the_bits_of_the_three_test_form(tmp_path):
+    """pol_max / pol_min test only x for NaN (`x > y ? x : y` is y already when y is NaN): on
+    every pair of NaN (both signs), +-inf, +-0, +-1, denormals and the extremes they return the
+    bits the three-test form returned, signed zeros and NaN signs included."""
+    from polc.backend._c_expr import HELPERS
+
+    (tmp_path / "pairs.c").write_text(HELPER_PAIRS % (HELPERS["max"], HELPERS["min"]))
+    exe = tmp_path / "pairs"
+    subprocess.run([c_compiler(), *[f for f in CFLAGS if f != "-fPIC"], "-o", str(exe), str(tmp_path / "pairs.c"),
+                    "-lm"], check=True)
+    pairs, differ = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    assert (pairs, differ) == (196, 0)
 
 
 def test_names_that_clash_with_c_are_renamed():
