@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -152,14 +153,27 @@ class Emitter:
     def __init__(self, tp: TypedProgram, names: Names, mlp_names: Mapping[str, str], locals_: bool = False):
         self.tp = tp
         # False: observations and weights are read through the step's `obs` and `w` pointers;
-        # True: through locals of their own names (the batch loop reads them into those first).
+        # True: through locals of their own names (the batch loop reads them into those first),
+        # and the literal operands of max, min and clip through locals too (`bound`).
         self.locals_ = locals_
+        self.bounds: dict[str, str] = {}  # a literal operand of max/min/clip -> its local (`bound`)
         self.names = names
         self.mlp_names = mlp_names
         self.helpers: set[str] = set()
         self.temps: dict[int, str] = {}  # id of a Reduce/Mlp node -> its temporary
         self.keep: list[T.TExpr] = []  # the nodes behind `temps`' ids, kept alive
         self.lines: list[str] = []
+
+    def bound(self, text: str) -> str:
+        """An operand of max, min or clip: itself, or in the batch loop, when it is a literal, the
+        local that holds it (emit_c's batch loop declares them, read once through a volatile:
+        with a literal there GCC compiles the comparison to a branch, with a local to maxss or
+        minss; docs/deploying.md, "Speed and size"). The same value either way."""
+        if not self.locals_ or not _LITERAL.match(text):
+            return text
+        if text not in self.bounds:
+            self.bounds[text] = self.names.fresh(_literal_name(text))
+        return self.bounds[text]
 
     # ---- one element of an expression -----------------------------------------------------
 
@@ -216,15 +230,17 @@ class Emitter:
             return f"{_LIBM[fn]}({', '.join(args)})"
         if fn in _HELPED:
             self.helpers.add(_HELPED[fn])
+            if fn in ("min", "max"):
+                args = [self.bound(a) for a in args]
             return f"pol_{_HELPED[fn]}({', '.join(args)})"
         if fn == "relu":
             self.helpers.add("max")
-            return f"pol_max({args[0]}, 0.0f)"
+            return f"pol_max({args[0]}, {self.bound('0.0f')})"
         if fn == "square":
             return self.square(args[0])
         if fn == "clip":
             self.helpers |= {"max", "min"}
-            return f"pol_min(pol_max({args[0]}, {args[1]}), {args[2]})"
+            return f"pol_min(pol_max({args[0]}, {self.bound(args[1])}), {self.bound(args[2])})"
         if fn == "isfinite":
             return f"isfinite({args[0]})"
         if fn == "nan_to_num":
@@ -320,7 +336,7 @@ class Emitter:
                     f = f"tanhf({y}[j])"
                 else:
                     self.helpers.add("max")
-                    f = f"pol_max({y}[j], 0.0f)"
+                    f = f"pol_max({y}[j], {self.bound('0.0f')})"
                 self.lines.append(f"for (int j = 0; j < {n_out}; ++j) {y}[j] = {f};")
             x = y
         if e.out == 0:
@@ -372,16 +388,27 @@ class Emitter:
         """jnp.clip(v, lo, hi) = minimum(maximum(v, lo), hi), either end left out when open."""
         if lo > -math.inf:
             self.helpers.add("max")
-            v = f"pol_max({v}, {literal(lo)})"
+            v = f"pol_max({v}, {self.bound(literal(lo))})"
         if hi < math.inf:
             self.helpers.add("min")
-            v = f"pol_min({v}, {literal(hi)})"
+            v = f"pol_min({v}, {self.bound(literal(hi))})"
         return v
 
 
 def _atomic(s: str) -> bool:
     """Whether `s` can be repeated cheaply and without parentheses (a name, a member, a literal)."""
     return all(c.isalnum() or c in "_[]->." for c in s)
+
+
+_LITERAL = re.compile(r"-?([0-9]+(\.[0-9]*)?(e[-+]?[0-9]+)?f|INFINITY)$")  # what `literal` writes, NAN aside
+
+
+def _literal_name(text: str) -> str:
+    """The batch loop's local for a literal: lit_0_1 for 0.1f, lit_m1 for -1.0f, lit_1em05 for
+    1e-05f, lit_inf for INFINITY."""
+    body = text.rstrip("f").replace("INFINITY", "inf")
+    body = body[:-2] if body.endswith(".0") else body
+    return "lit_" + body.replace("-", "m").replace("+", "").replace(".", "_")
 
 
 def _number(e: T.TExpr) -> Optional[float]:

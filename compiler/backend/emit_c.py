@@ -246,7 +246,8 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
                 f"    {p}_eval(&{p}_default_weights, obs, act, lat);", "}", "",
                 f"void {p}_step_with(const {w_t} *w, const {obs_t} *obs, {act_t} *act, {lat_t} *lat) {{",
                 f"    {p}_eval(w, obs, act, lat);", "}", "",
-                *_batch(tp, names, p, P, obs_t, act_t, lat_t, w_t, batch_body, obs_flat, act_flat, lat_flat)]
+                *_batch(tp, names, p, P, obs_t, act_t, lat_t, w_t, batch_body, obs_flat, act_flat, lat_flat,
+                        _literals(batch_em))]
     return CSource("\n".join(c) + "\n", "\n".join(h))
 
 
@@ -367,8 +368,20 @@ def _local(name: str, shape: tuple[int, ...], scalar: str, pointer: str) -> str:
     return f"const float (*{name}){rest} = (const float (*){rest})({pointer});"
 
 
+def _literals(em: Emitter) -> list[str]:
+    """The batch loop's locals for the literal operands of max, min and clip (`Emitter.bound`)."""
+    if not em.bounds:
+        return []
+    array = em.names.fresh("literals")
+    return ["    /* The literal operands of max, min and clip, read once through a volatile: held in locals,",
+            "     * GCC compiles those comparisons to maxss/minss; written as literals it turns them into",
+            "     * branches, which mispredict wherever the rows cross the bounds (docs/deploying.md). */",
+            f"    const volatile float {array}[] = {{{', '.join(em.bounds)}}};",
+            *(f"    const float {name} = {array}[{i}];" for i, name in enumerate(em.bounds.values()))]
+
+
 def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: str, lat_t: str, w_t: str,
-           body: list[str], obs_flat, act_flat, lat_flat) -> list[str]:
+           body: list[str], obs_flat, act_flat, lat_flat, literals: list[str]) -> list[str]:
     """The batch loop. Rows go in blocks of {P}_BLOCK, each a loop of that fixed length over its
     rows with the step's statements inline, the observations and weights read into locals of
     their own names and the pointers `restrict` (the rows of obs, act and lat do not overlap);
@@ -415,6 +428,7 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
         "    size_t k0 = 0;",
         f"    if (w == NULL) w = &{p}_default_weights;",
         *(["    /* the weights, read once */", *weights] if weights else []),
+        *literals,
         *block,
         *_row_loop(p, P, obs_t, act_t, lat_t, obs_flat, act_flat, lat_flat, "k0"),
         "}",

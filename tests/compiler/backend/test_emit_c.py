@@ -456,6 +456,28 @@ def test_max_and_min_helpers_give_the_bits_of_the_three_test_form(tmp_path):
     assert (pairs, differ) == (196, 0)
 
 
+def test_batch_loop_reads_literal_bounds_from_locals(tmp_path):
+    """In the batch loop the literal operands of max, min, relu and clip (and of an action's
+    range) are locals, read once through a volatile, so that GCC compiles the comparisons to
+    maxss/minss rather than to branches (docs/deploying.md, "Speed and size"); the step function
+    keeps the literals. Names are fresh (a Pol latent `lit_0` keeps its own), and C agrees with
+    JAX through the blocks and the rows left over."""
+    text = ("policy lits\nobs u : real\nobs v : real[2] in [-1, 1]\nlatent lit_0 = relu(u) + 1e-5\n"
+            "latent low = min(u, -2.5) + max(v[0], 1e30) + max(v[1], -INFINITY_)\n"
+            "const INFINITY_ = 1e40\n"
+            "action steer : real in [-1, 1] = clip(u, -0.5, 0.5)\naction gas : real in [0, 2] = lit_0 + low\n")
+    case = build_cases([("lits", loads(text, "lits.pol", analyze=False).typed)], tmp_path)["lits"]
+    src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "lits.h").c
+    step, batch = src.split("void lits_step_batch(")
+    assert "const volatile float literals[] = {0.0f, -2.5f, 1e+30f, -INFINITY, -0.5f, 0.5f, 2.0f};" in batch
+    assert "    const float lit_0_ = literals[0];\n    const float lit_m2_5 = literals[1];" in batch
+    assert "const float lit_0 = pol_max(u, lit_0_) + 1e-05f;" in batch
+    assert "const float steer = pol_min(pol_max(u, lit_m0_5), lit_0_5);" in batch
+    assert "const float gas = pol_min(pol_max(lit_0 + low, lit_0_), lit_2);" in batch
+    assert "const float lit_0 = pol_max(obs->u, 0.0f) + 1e-05f;" in step and "literals" not in step
+    assert_agrees(case, 0)
+
+
 def test_names_that_clash_with_c_are_renamed():
     """A Pol name that is a C keyword or a <math.h> macro gets a trailing underscore."""
     tp = loads('policy p\nobs int : real\nobs NAN : real\nlatent float = int + NAN\n'
