@@ -69,10 +69,12 @@ def weight_values(tp: TypedProgram, params: Mapping[str, Any], origin: str, poli
     """The float32 values `lower(tp).apply(params, .)` computes with: `constrain` of the
     unconstrained `params` (the grouped transforms `apply` uses), and the mlp blocks' Dense
     layers. `policy` is `lower(tp)` when the caller has it. Imports jax."""
+    import jax
+
     from .lower import all_mlps, lower
 
     policy = policy or lower(tp)
-    values = {k: np.asarray(v, np.float32) for k, v in policy.constrain(params).items()}
+    values = {k: np.asarray(v, np.float32) for k, v in jax.jit(policy.constrain)(params).items()}
     mlps = {}
     for key in all_mlps(tp):
         layers = params[key]

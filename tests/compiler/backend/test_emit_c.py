@@ -478,6 +478,17 @@ def test_batch_loop_reads_literal_bounds_from_locals(tmp_path):
     assert_agrees(case, 0)
 
 
+def test_baked_weights_are_the_values_the_jitted_apply_computes(tmp_path):
+    """weight_values constrains under jit, as the jitted apply does: eagerly, XLA rounds the
+    transform of `w0 in [-1, 2] = 0.25` to 0.25 and the jitted apply to 0.24999997, and
+    sign(w0 - 0.25) was 0 in C and -1 in JAX (a random program found it)."""
+    text = ("policy signs\nobs o : real\nweight w0 : real in [-1, 2] = 0.25\nlatent s = sign(w0 - 0.25)\n"
+            "action steer : real in [-2, 2] = o * 0.5 + s\n")
+    case = build_cases([("signs", loads(text, "signs.pol", analyze=False).typed)], tmp_path)["signs"]
+    assert_agrees(case, 0)
+    assert (case.c_lat == case.jax_lat).all()
+
+
 def test_names_that_clash_with_c_are_renamed():
     """A Pol name that is a C keyword or a <math.h> macro gets a trailing underscore."""
     tp = loads('policy p\nobs int : real\nobs NAN : real\nlatent float = int + NAN\n'
