@@ -1,6 +1,6 @@
 """Two generated files of the Car Racing policy side by side: their batch loops in one process.
 
-    .venv/bin/python benchmarks/bench_c_side.py OLD.c NEW.c [--batch 65536] [--reps 21]
+    .venv/bin/python benchmarks/c_side_by_side.py OLD.c NEW.c [--batch 65536] [--reps 21]
 
 Each file (`polc compile examples/car_racing/initial.pol -o X.c`, from two trees or two
 commits; each needs its car_racing.h beside it) is built with polc's own flags
@@ -55,7 +55,7 @@ def main() -> int:
     n = args.batch
     obs = common.car_obs(n, seed=n)
     rows = np.ascontiguousarray(np.concatenate([np.asarray(obs[o.name], np.float32).reshape(n, -1) for o in tp.obs], 1))
-    work = tempfile.mkdtemp(prefix="bench_c_side_")
+    work = tempfile.mkdtemp(prefix="c_side_by_side_")
     p = ctypes.POINTER(ctypes.c_float)
     libs = {tag: load(path, work, tag) for tag, path in (("old", args.old), ("new", args.new))}
     weights = libs["new"][1]
