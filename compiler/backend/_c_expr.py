@@ -166,7 +166,7 @@ class Emitter:
 
     def bound(self, text: str) -> str:
         """An operand of max, min or clip: itself, or in the batch loop, when it is a literal, the
-        local that holds it (emit_c's batch loop declares them, read once through a volatile:
+        local that holds it (emit_c's batch loop declares them, read once through a volatile lvalue:
         with a literal there GCC compiles the comparison to a branch, with a local to maxss or
         minss; docs/deploying.md, "Speed and size"). The same value either way."""
         if not self.locals_ or not _LITERAL.match(text):

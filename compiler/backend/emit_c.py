@@ -375,11 +375,12 @@ def _literals(em: Emitter) -> list[str]:
     if not em.bounds:
         return []
     array = em.names.fresh("literals")
-    return ["    /* The literal operands of max, min and clip, read once through a volatile: held in locals,",
-            "     * GCC compiles those comparisons to maxss/minss; written as literals it turns them into",
-            "     * branches, which mispredict wherever the rows cross the bounds (docs/deploying.md). */",
-            f"    const volatile float {array}[] = {{{', '.join(em.bounds)}}};",
-            *(f"    const float {name} = {array}[{i}];" for i, name in enumerate(em.bounds.values()))]
+    return ["    /* The literal operands of max, min and clip, read once through a volatile lvalue: held in",
+            "     * locals, GCC compiles those comparisons to maxss/minss; written as literals it turns them",
+            "     * into branches, which mispredict wherever the rows cross the bounds (docs/deploying.md). */",
+            f"    static const float {array}[] = {{{', '.join(em.bounds)}}};",
+            *(f"    const float {name} = *(const volatile float *)&{array}[{i}];"
+              for i, name in enumerate(em.bounds.values()))]
 
 
 def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: str, lat_t: str, w_t: str,

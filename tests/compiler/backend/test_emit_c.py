@@ -458,7 +458,7 @@ def test_max_and_min_helpers_give_the_bits_of_the_three_test_form(tmp_path):
 
 def test_batch_loop_reads_literal_bounds_from_locals(tmp_path):
     """In the batch loop the literal operands of max, min, relu and clip (and of an action's
-    range) are locals, read once through a volatile, so that GCC compiles the comparisons to
+    range) are locals, read once through a volatile lvalue, so that GCC compiles the comparisons to
     maxss/minss rather than to branches (docs/deploying.md, "Speed and size"); the step function
     keeps the literals. Names are fresh (a Pol latent `lit_0` keeps its own), and C agrees with
     JAX through the blocks and the rows left over."""
@@ -469,8 +469,9 @@ def test_batch_loop_reads_literal_bounds_from_locals(tmp_path):
     case = build_cases([("lits", loads(text, "lits.pol", analyze=False).typed)], tmp_path)["lits"]
     src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "lits.h").c
     step, batch = src.split("void lits_step_batch(")
-    assert "const volatile float literals[] = {0.0f, -2.5f, 1e+30f, -INFINITY, -0.5f, 0.5f, 2.0f};" in batch
-    assert "    const float lit_0_ = literals[0];\n    const float lit_m2_5 = literals[1];" in batch
+    assert "static const float literals[] = {0.0f, -2.5f, 1e+30f, -INFINITY, -0.5f, 0.5f, 2.0f};" in batch
+    assert ("    const float lit_0_ = *(const volatile float *)&literals[0];\n"
+            "    const float lit_m2_5 = *(const volatile float *)&literals[1];") in batch
     assert "const float lit_0 = pol_max(u, lit_0_) + 1e-05f;" in batch
     assert "const float steer = pol_min(pol_max(u, lit_m0_5), lit_0_5);" in batch
     assert "const float gas = pol_min(pol_max(lit_0 + low, lit_0_), lit_2);" in batch
