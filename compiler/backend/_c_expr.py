@@ -48,6 +48,26 @@ HELPERS = {
             "static inline float pol_max(float x, float y) { const float m = x > y ? x : y; return x != x ? x : m; }"),
     "min": ("/* jnp.minimum: NaN if either is NaN */\n"
             "static inline float pol_min(float x, float y) { const float m = x < y ? x : y; return x != x ? x : m; }"),
+    "tanh": ("/* jnp.tanh as XLA's CPU code computes it (jaxlib 0.9): x itself where |x| < 0.0004 (NaN too),\n"
+             " * else a 13/6 odd/even rational in x clamped to +-7.99881172, Horner with fused multiply-adds;\n"
+             " * the same bits as XLA's on every input tried (docs/deploying.md), where glibc's tanhf is up to\n"
+             " * 4 ulps away. fmaf is exact by definition: a libm call unless the target has FMA (-mfma). */\n"
+             "static inline float pol_tanh(float x) {\n"
+             "    if (!(fabsf(x) >= 0.0004f)) return x;\n"
+             "    const float c = x < -7.99881172f ? -7.99881172f : x > 7.99881172f ? 7.99881172f : x;\n"
+             "    const float c2 = c * c;\n"
+             "    float p = -2.76076847742355e-16f;\n"
+             "    p = fmaf(c2, p, 2.00018790482477e-13f);\n"
+             "    p = fmaf(c2, p, -8.60467152213735e-11f);\n"
+             "    p = fmaf(c2, p, 5.12229709037114e-08f);\n"
+             "    p = fmaf(c2, p, 1.48572235717979e-05f);\n"
+             "    p = fmaf(c2, p, 6.37261928875436e-04f);\n"
+             "    p = fmaf(c2, p, 4.89352455891786e-03f);\n"
+             "    float q = 1.19825839466702e-06f;\n"
+             "    q = fmaf(c2, q, 1.18534705686654e-04f);\n"
+             "    q = fmaf(c2, q, 2.26843463243900e-03f);\n"
+             "    q = fmaf(c2, q, 4.89352518554385e-03f);\n"
+             "    return (c * p) / q;\n}"),
     "sign": ("/* jnp.sign: -1 or 1, else x itself (0, -0, NaN) */\n"
              "static inline float pol_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; }"),
     "sigmoid": "static inline float pol_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }",
@@ -70,9 +90,10 @@ HELPERS = {
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
           "gt": ">", "ge": ">=", "and": "&&", "or": "||"}
-_LIBM = {"abs": "fabsf", "exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "sin": "sinf",
+_LIBM = {"abs": "fabsf", "exp": "expf", "log": "logf", "sqrt": "sqrtf", "sin": "sinf",
          "cos": "cosf", "atan2": "atan2f"}
-_HELPED = {"sigmoid": "sigmoid", "softplus": "softplus", "sign": "sign", "min": "min", "max": "max"}
+_HELPED = {"sigmoid": "sigmoid", "softplus": "softplus", "sign": "sign", "min": "min", "max": "max",
+           "tanh": "tanh"}
 
 
 def literal(v: Any) -> str:
@@ -333,7 +354,8 @@ class Emitter:
             self.lines.append(f"pol_dense({n_in}, {n_out}, {x}, w->{key}_kernel{layer}, w->{key}_bias{layer}, {y});")
             if layer < len(sizes) - 2:
                 if e.activation == "tanh":
-                    f = f"tanhf({y}[j])"
+                    self.helpers.add("tanh")
+                    f = f"pol_tanh({y}[j])"
                 else:
                     self.helpers.add("max")
                     f = f"pol_max({y}[j], {self.bound('0.0f')})"

@@ -17,8 +17,9 @@ op for op, with XLA's semantics where C's would differ:
     nan_to_num             NaN, then +inf, then -inf replaced, as jnp.nan_to_num does
     reductions             left to right over the elements in C order (mean: the sum / n)
     mlp                    flax Dense: y = (x @ kernel) + bias, the dot accumulated from 0 in input order
+    tanh                   XLA's own rational approximation, bit for bit (`pol_tanh`, with fmaf)
 The last bits can differ from XLA's where XLA's CPU code uses its own approximations (exp,
-log, tanh and the logistic are not libm's there: up to 4 ulps, benchmarks/bench_c.py) or
+log and the logistic are not libm's there: up to 2 ulps, benchmarks/bench_c.py) or
 another summation order (its dot): the tests bound that in ulps (tests/compiler/backend/test_emit_c.py,
 docs/deploying.md). `c_expr` writes the expressions; this module the files.
 
