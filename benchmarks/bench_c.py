@@ -18,6 +18,10 @@ On the Car Racing example (examples/car_racing/initial.pol), at its initial weig
 5. Per function, how far C's libm is from XLA's CPU code: max ulps and the share of
    exactly equal results over 65536 inputs, through the whole pipeline (a one-op
    program per function, emitted, built and called like any policy).
+6. Compiler flags: the same generated car_racing.c built with -O3, -O2 -march=native and
+   -O3 -march=native beside polc's own -O2 (runtime/io/c_policy.py's CFLAGS), each batch loop
+   at the large batch timed interleaved with the -O2 one: its speed relative to -O2 (same bits
+   checked first).
 
 All candidates are timed interleaved, pinned to one core (common.py). torch.compile (of
 the paper's PyTorch form, benchmarks/car_racing_torch.py, at batch 1 and at the large
@@ -160,6 +164,32 @@ def object_size(workdir: str, tp, flags: list[str]) -> dict:
     return {"text": int(out[0]), "data": int(out[1]), "bss": int(out[2]), "file": os.path.getsize(obj)}
 
 
+FLAG_VARIANTS = {"-O3": ["-O3"], "-O2 -march=native": ["-O2", "-march=native"],
+                 "-O3 -march=native": ["-O3", "-march=native"]}
+
+
+def flag_variants(workdir: str, tp, rows: np.ndarray, reps: int, target_s: float) -> dict:
+    """The batch loop (actions + latents) of the same generated file built with each of
+    FLAG_VARIANTS beside polc's -O2: median over repetitions of t(-O2) / t(variant), interleaved."""
+    c_file = os.path.join(workdir, f"{tp.name}.c")
+    base = [f for f in CFLAGS if f != "-O2"]
+    fns, outs = {}, {}
+    for label, flags in {"-O2": ["-O2"], **FLAG_VARIANTS}.items():
+        so = os.path.join(workdir, f"lib{tp.name}_{len(fns)}.so")
+        subprocess.run([c_compiler(), *base, *flags, "-shared", "-o", so, c_file, "-lm"], check=True)
+        cp = batch_fn(ctypes.CDLL(so), tp)
+        outs[label] = cp.step_batch(rows)
+        fns[label] = (lambda cp=cp: cp.step_batch(rows, latents=True))
+    for label, (a, lat) in outs.items():
+        if a.tobytes() != outs["-O2"][0].tobytes() or lat.tobytes() != outs["-O2"][1].tobytes():
+            raise AssertionError(f"the batch loop built with {label} computes other bits than with -O2")
+    t = common.time_interleaved(fns, reps=reps, target_s=target_s)
+    return {label: {"median_s": t[label]["median_s"],
+                    "speed_vs_O2": common.paired_ratio(t["-O2"]["samples_s"], t[label]["samples_s"]),
+                    "speed_vs_O2_cpu": common.paired_ratio(t["-O2"]["cpu_samples_s"], t[label]["cpu_samples_s"])}
+            for label in fns}
+
+
 def function_ulps(workdir: str) -> dict:
     tp = polc.loads(FUNCS, "funcs.pol", analyze=False).typed
     policy = lower(tp)
@@ -287,7 +317,8 @@ def run(reps: int, batch: int, target_s: float, torch_worker=None) -> dict:
         bandwidth["torch_compile_over_c"] = common.paired_ratio(tb["torch_compile"]["samples_s"], tb["c"]["samples_s"])
         bandwidth["torch_compile_share_cpu"] = common.paired_ratio(cpu["copy"], cpu["torch_compile"])
     busy = load.busy_cores()
-    return {"latency": latency, "bandwidth": bandwidth, "busy_cores": busy,
+    flags = flag_variants(work, tp, rows, reps, target_s)
+    return {"latency": latency, "bandwidth": bandwidth, "busy_cores": busy, "flags": flags,
             "object": {"O2": object_size(work, tp, ["-O2"]), "Os": object_size(work, tp, ["-Os"])},
             "functions": function_ulps(work), "timings": {"batch1": t1, "batch": tb}}
 
@@ -320,6 +351,10 @@ def report(r: dict) -> str:
         "", "Object size of the generated car_racing.c (bytes):",
         common.table(["flags", "text", "data", ".o file"],
                      [[k, v["text"], v["data"], v["file"]] for k, v in r["object"].items()]),
+        "", f"The batch loop at {bw['batch']} rows built with other flags (polc builds with -O2; the same bits):",
+        common.table(["flags", "time", "speed vs -O2 (CPU time)"],
+                     [[k, f(v["median_s"]), f"{v['speed_vs_O2']:.2f} ({v['speed_vs_O2_cpu']:.2f})"]
+                      for k, v in r["flags"].items()]),
         "", "C's libm against XLA's CPU code, per function (65536 inputs; ulps of the result):",
         common.table(["function", "max ulps", "exactly equal"],
                      [[k, f"{v['max_ulps']:.0f}", f"{100 * v['equal']:.1f}%"] for k, v in r["functions"].items()])]

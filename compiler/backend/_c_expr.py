@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -41,10 +42,32 @@ RESERVED = _C_KEYWORDS | _C_LIBRARY
 
 # The helpers, each emitted only when used (static inline: no warning when unused).
 HELPERS = {
+    # `x > y ? x : y` is already y when y is NaN, so only x needs the test: one comparison and
+    # one test where three were, the same value for every input (SSE's maxss is exactly m)
     "max": ("/* jnp.maximum: NaN if either is NaN (C's fmaxf would return the other) */\n"
-            "static inline float pol_max(float x, float y) { return x != x ? x : y != y ? y : x > y ? x : y; }"),
+            "static inline float pol_max(float x, float y) { const float m = x > y ? x : y; return x != x ? x : m; }"),
     "min": ("/* jnp.minimum: NaN if either is NaN */\n"
-            "static inline float pol_min(float x, float y) { return x != x ? x : y != y ? y : x < y ? x : y; }"),
+            "static inline float pol_min(float x, float y) { const float m = x < y ? x : y; return x != x ? x : m; }"),
+    "tanh": ("/* jnp.tanh as XLA's CPU code computes it (jaxlib 0.9): x itself where |x| < 0.0004 (NaN too),\n"
+             " * else a 13/6 odd/even rational in x clamped to +-7.99881172, Horner with fused multiply-adds;\n"
+             " * the same bits as XLA's on every input tried (docs/deploying.md), where glibc's tanhf is up to\n"
+             " * 4 ulps away. fmaf is exact by definition: a libm call unless the target has FMA (-mfma). */\n"
+             "static inline float pol_tanh(float x) {\n"
+             "    if (!(fabsf(x) >= 0.0004f)) return x;\n"
+             "    const float c = x < -7.99881172f ? -7.99881172f : x > 7.99881172f ? 7.99881172f : x;\n"
+             "    const float c2 = c * c;\n"
+             "    float p = -2.76076847742355e-16f;\n"
+             "    p = fmaf(c2, p, 2.00018790482477e-13f);\n"
+             "    p = fmaf(c2, p, -8.60467152213735e-11f);\n"
+             "    p = fmaf(c2, p, 5.12229709037114e-08f);\n"
+             "    p = fmaf(c2, p, 1.48572235717979e-05f);\n"
+             "    p = fmaf(c2, p, 6.37261928875436e-04f);\n"
+             "    p = fmaf(c2, p, 4.89352455891786e-03f);\n"
+             "    float q = 1.19825839466702e-06f;\n"
+             "    q = fmaf(c2, q, 1.18534705686654e-04f);\n"
+             "    q = fmaf(c2, q, 2.26843463243900e-03f);\n"
+             "    q = fmaf(c2, q, 4.89352518554385e-03f);\n"
+             "    return (c * p) / q;\n}"),
     "sign": ("/* jnp.sign: -1 or 1, else x itself (0, -0, NaN) */\n"
              "static inline float pol_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; }"),
     "sigmoid": "static inline float pol_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }",
@@ -67,9 +90,10 @@ HELPERS = {
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
           "gt": ">", "ge": ">=", "and": "&&", "or": "||"}
-_LIBM = {"abs": "fabsf", "exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "sin": "sinf",
+_LIBM = {"abs": "fabsf", "exp": "expf", "log": "logf", "sqrt": "sqrtf", "sin": "sinf",
          "cos": "cosf", "atan2": "atan2f"}
-_HELPED = {"sigmoid": "sigmoid", "softplus": "softplus", "sign": "sign", "min": "min", "max": "max"}
+_HELPED = {"sigmoid": "sigmoid", "softplus": "softplus", "sign": "sign", "min": "min", "max": "max",
+           "tanh": "tanh"}
 
 
 def literal(v: Any) -> str:
@@ -150,14 +174,27 @@ class Emitter:
     def __init__(self, tp: TypedProgram, names: Names, mlp_names: Mapping[str, str], locals_: bool = False):
         self.tp = tp
         # False: observations and weights are read through the step's `obs` and `w` pointers;
-        # True: through locals of their own names (the batch loop reads them into those first).
+        # True: through locals of their own names (the batch loop reads them into those first),
+        # and the literal operands of max, min and clip through locals too (`bound`).
         self.locals_ = locals_
+        self.bounds: dict[str, str] = {}  # a literal operand of max/min/clip -> its local (`bound`)
         self.names = names
         self.mlp_names = mlp_names
         self.helpers: set[str] = set()
         self.temps: dict[int, str] = {}  # id of a Reduce/Mlp node -> its temporary
         self.keep: list[T.TExpr] = []  # the nodes behind `temps`' ids, kept alive
         self.lines: list[str] = []
+
+    def bound(self, text: str) -> str:
+        """An operand of max, min or clip: itself, or in the batch loop, when it is a literal, the
+        local that holds it (emit_c's batch loop declares them, read once through a volatile lvalue:
+        with a literal there GCC compiles the comparison to a branch, with a local to maxss or
+        minss; docs/deploying.md, "Speed and size"). The same value either way."""
+        if not self.locals_ or not _LITERAL.match(text):
+            return text
+        if text not in self.bounds:
+            self.bounds[text] = self.names.fresh(_literal_name(text))
+        return self.bounds[text]
 
     # ---- one element of an expression -----------------------------------------------------
 
@@ -214,15 +251,17 @@ class Emitter:
             return f"{_LIBM[fn]}({', '.join(args)})"
         if fn in _HELPED:
             self.helpers.add(_HELPED[fn])
+            if fn in ("min", "max"):
+                args = [self.bound(a) for a in args]
             return f"pol_{_HELPED[fn]}({', '.join(args)})"
         if fn == "relu":
             self.helpers.add("max")
-            return f"pol_max({args[0]}, 0.0f)"
+            return f"pol_max({args[0]}, {self.bound('0.0f')})"
         if fn == "square":
             return self.square(args[0])
         if fn == "clip":
             self.helpers |= {"max", "min"}
-            return f"pol_min(pol_max({args[0]}, {args[1]}), {args[2]})"
+            return f"pol_min(pol_max({args[0]}, {self.bound(args[1])}), {self.bound(args[2])})"
         if fn == "isfinite":
             return f"isfinite({args[0]})"
         if fn == "nan_to_num":
@@ -315,10 +354,11 @@ class Emitter:
             self.lines.append(f"pol_dense({n_in}, {n_out}, {x}, w->{key}_kernel{layer}, w->{key}_bias{layer}, {y});")
             if layer < len(sizes) - 2:
                 if e.activation == "tanh":
-                    f = f"tanhf({y}[j])"
+                    self.helpers.add("tanh")
+                    f = f"pol_tanh({y}[j])"
                 else:
                     self.helpers.add("max")
-                    f = f"pol_max({y}[j], 0.0f)"
+                    f = f"pol_max({y}[j], {self.bound('0.0f')})"
                 self.lines.append(f"for (int j = 0; j < {n_out}; ++j) {y}[j] = {f};")
             x = y
         if e.out == 0:
@@ -354,9 +394,10 @@ class Emitter:
         ctype = "int" if typ.base == T.BOOL else "float"
         shape = typ.shape
         values = []
+        clipped = clipped and (lo > -math.inf or hi < math.inf) and not _clipped_within(e, lo, hi)
         for idx in indices(shape):
             v = _strip(self.operand(e, idx, shape))
-            if clipped and (lo > -math.inf or hi < math.inf):
+            if clipped:
                 v = self.clip(v, lo, hi)
             values.append((idx, v))
         if not shape:
@@ -369,16 +410,50 @@ class Emitter:
         """jnp.clip(v, lo, hi) = minimum(maximum(v, lo), hi), either end left out when open."""
         if lo > -math.inf:
             self.helpers.add("max")
-            v = f"pol_max({v}, {literal(lo)})"
+            v = f"pol_max({v}, {self.bound(literal(lo))})"
         if hi < math.inf:
             self.helpers.add("min")
-            v = f"pol_min({v}, {literal(hi)})"
+            v = f"pol_min({v}, {self.bound(literal(hi))})"
         return v
 
 
 def _atomic(s: str) -> bool:
     """Whether `s` can be repeated cheaply and without parentheses (a name, a member, a literal)."""
     return all(c.isalnum() or c in "_[]->." for c in s)
+
+
+_LITERAL = re.compile(r"-?([0-9]+(\.[0-9]*)?(e[-+]?[0-9]+)?f|INFINITY)$")  # what `literal` writes, NAN aside
+
+
+def _literal_name(text: str) -> str:
+    """The batch loop's local for a literal: lit_0_1 for 0.1f, lit_m1 for -1.0f, lit_1em05 for
+    1e-05f, lit_inf for INFINITY."""
+    body = text.rstrip("f").replace("INFINITY", "inf")
+    body = body[:-2] if body.endswith(".0") else body
+    return "lit_" + body.replace("-", "m").replace("+", "").replace(".", "_")
+
+
+def _number(e: T.TExpr) -> Optional[float]:
+    """The value of a real scalar literal, negated or not (`-1`), else None."""
+    if isinstance(e, T.Unary) and e.op == "neg":
+        v = _number(e.x)
+        return None if v is None else -v
+    if isinstance(e, T.Const) and not e.type.shape and not isinstance(e.value, bool):
+        return float(e.value)
+    return None
+
+
+def _clipped_within(e: T.TExpr, lo: float, hi: float) -> bool:
+    """Whether `e` is `clip(x, a, b)` with literal bounds lo <= a <= b <= hi: every value it takes
+    is NaN or in [a, b], so clipping it again to [lo, hi] changes no bit and is left out (an
+    action `clip(cmd, -1, 1)` declared in [-1, 1]). A zero bound with its sign bit set is not
+    taken: maximum(-0, 0) is 0, so the second clip could flip a zero's sign."""
+    if not (isinstance(e, T.Apply) and e.fn == "clip" and len(e.args) == 3):
+        return False
+    a, b = _number(e.args[1]), _number(e.args[2])
+    if a is None or b is None or any(v == 0 and math.copysign(1.0, v) < 0 for v in (a, b, lo, hi)):
+        return False
+    return lo <= a <= b <= hi
 
 
 def _int_exponent(e: T.TExpr) -> Optional[int]:

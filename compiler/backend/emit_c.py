@@ -17,8 +17,9 @@ op for op, with XLA's semantics where C's would differ:
     nan_to_num             NaN, then +inf, then -inf replaced, as jnp.nan_to_num does
     reductions             left to right over the elements in C order (mean: the sum / n)
     mlp                    flax Dense: y = (x @ kernel) + bias, the dot accumulated from 0 in input order
+    tanh                   XLA's own rational approximation, bit for bit (`pol_tanh`, with fmaf)
 The last bits can differ from XLA's where XLA's CPU code uses its own approximations (exp,
-log, tanh and the logistic are not libm's there: up to 4 ulps, benchmarks/bench_c.py) or
+log and the logistic are not libm's there: up to 2 ulps, benchmarks/bench_c.py) or
 another summation order (its dot): the tests bound that in ulps (tests/compiler/backend/test_emit_c.py,
 docs/deploying.md). `c_expr` writes the expressions; this module the files.
 
@@ -28,9 +29,12 @@ reduction or an mlp is computed once, into a temporary, before the statement tha
 
 The batch entry point has the same statements inline, once more (`_batch`): rows in blocks
 of 16, the observations and weights read into locals of their own names, `restrict` rows,
-no call or branch per row; the rows left over go through the step function. GCC 12 does
-not vectorise it across rows (the rows' 60 floats are one interleaved load group it has no
-vector type for), but it is 1.3x the old per-row struct copy and call (docs/deploying.md).
+no call per row; the rows left over go through the step function. The literal operands of
+max, min and clip are locals there too, read once through a volatile lvalue (`_literals`):
+with the literals in place GCC compiles each clip to conditional jumps, which mispredict on
+rows that cross the bounds; with locals, to maxss/minss (1.4x at 65536 rows, the same bits).
+GCC 12 does not vectorise the loop across rows (the rows' 60 floats are one interleaved load
+group it has no vector type for). docs/deploying.md, "Speed and size", has the measurements.
 """
 
 from __future__ import annotations
@@ -69,10 +73,12 @@ def weight_values(tp: TypedProgram, params: Mapping[str, Any], origin: str, poli
     """The float32 values `lower(tp).apply(params, .)` computes with: `constrain` of the
     unconstrained `params` (the grouped transforms `apply` uses), and the mlp blocks' Dense
     layers. `policy` is `lower(tp)` when the caller has it. Imports jax."""
+    import jax
+
     from .lower import all_mlps, lower
 
     policy = policy or lower(tp)
-    values = {k: np.asarray(v, np.float32) for k, v in policy.constrain(params).items()}
+    values = {k: np.asarray(v, np.float32) for k, v in jax.jit(policy.constrain)(params).items()}
     mlps = {}
     for key in all_mlps(tp):
         layers = params[key]
@@ -246,7 +252,8 @@ def emit_c(tp: TypedProgram, weights: Weights, header: str = "policy.h", prefix:
                 f"    {p}_eval(&{p}_default_weights, obs, act, lat);", "}", "",
                 f"void {p}_step_with(const {w_t} *w, const {obs_t} *obs, {act_t} *act, {lat_t} *lat) {{",
                 f"    {p}_eval(w, obs, act, lat);", "}", "",
-                *_batch(tp, names, p, P, obs_t, act_t, lat_t, w_t, batch_body, obs_flat, act_flat, lat_flat)]
+                *_batch(tp, names, p, P, obs_t, act_t, lat_t, w_t, batch_body, obs_flat, act_flat, lat_flat,
+                        _literals(batch_em))]
     return CSource("\n".join(c) + "\n", "\n".join(h))
 
 
@@ -367,8 +374,21 @@ def _local(name: str, shape: tuple[int, ...], scalar: str, pointer: str) -> str:
     return f"const float (*{name}){rest} = (const float (*){rest})({pointer});"
 
 
+def _literals(em: Emitter) -> list[str]:
+    """The batch loop's locals for the literal operands of max, min and clip (`Emitter.bound`)."""
+    if not em.bounds:
+        return []
+    array = em.names.fresh("literals")
+    return ["    /* The literal operands of max, min and clip, read once through a volatile lvalue: held in",
+            "     * locals, GCC compiles those comparisons to maxss/minss; written as literals it turns them",
+            "     * into branches, which mispredict wherever the rows cross the bounds (docs/deploying.md). */",
+            f"    static const float {array}[] = {{{', '.join(em.bounds)}}};",
+            *(f"    const float {name} = *(const volatile float *)&{array}[{i}];"
+              for i, name in enumerate(em.bounds.values()))]
+
+
 def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: str, lat_t: str, w_t: str,
-           body: list[str], obs_flat, act_flat, lat_flat) -> list[str]:
+           body: list[str], obs_flat, act_flat, lat_flat, literals: list[str]) -> list[str]:
     """The batch loop. Rows go in blocks of {P}_BLOCK, each a loop of that fixed length over its
     rows with the step's statements inline, the observations and weights read into locals of
     their own names and the pointers `restrict` (the rows of obs, act and lat do not overlap);
@@ -415,6 +435,7 @@ def _batch(tp: TypedProgram, names: Names, p: str, P: str, obs_t: str, act_t: st
         "    size_t k0 = 0;",
         f"    if (w == NULL) w = &{p}_default_weights;",
         *(["    /* the weights, read once */", *weights] if weights else []),
+        *literals,
         *block,
         *_row_loop(p, P, obs_t, act_t, lat_t, obs_flat, act_flat, lat_flat, "k0"),
         "}",

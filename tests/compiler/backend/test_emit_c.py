@@ -10,7 +10,7 @@ What must agree, per action and latent element:
   - exactly: bools; NaN against NaN; infinities; every action's clipping branch (the
     value equals its lower bound, its upper bound, or neither) and its NaN-ness.
   - to TOLERANCE ulps of max(|x|, 1) elsewhere. C's libm and XLA's CPU code differ in
-    the last bits of exp, log, tanh, atan2, pow, sin, cos (XLA uses its own polynomial
+    the last bits of exp, log, atan2, pow, sin, cos (XLA uses its own polynomial
     approximations) and in the order XLA sums an mlp's dot product: a few ulps each
     (benchmarks/bench_c.py measures each function), then carried through the program's
     arithmetic, where a gain > 1 or a cancellation scales them. Measured on every example
@@ -242,8 +242,10 @@ def test_every_op_hits_the_edges(every_op):
 
 def test_batch_blocks_and_single_rows_agree_bitwise(every_op):
     """The batch loop's blocks of 16 rows (the step inline, observations and weights in locals)
-    and its rows left over (the step function) compute the same bits, NaNs included; so do
-    the runs with and without the latents."""
+    and its rows left over (the step function) compute the same bits; so do the runs with and
+    without the latents. A NaN is compared as NaN, not by its bits: where two NaNs meet (NaN +
+    NaN) x86 returns the first operand's, and which one is first is the compiler's choice (C
+    leaves NaN signs and payloads unspecified; so does Pol: the JAX comparison uses isnan)."""
     rows = every_op.rows
     assert len(rows) % 16 != 0 and len(rows) > 16  # both paths run
     one = [every_op.c.step_batch(rows[i:i + 1]) for i in range(len(rows))]
@@ -252,7 +254,8 @@ def test_batch_blocks_and_single_rows_agree_bitwise(every_op):
     act_only, no_lat = every_op.c.step_batch(rows, latents=False)
     assert no_lat is None
     for got, want in ((every_op.c_act, single_act), (every_op.c_lat, single_lat), (act_only, single_act)):
-        assert got.tobytes() == want.tobytes()
+        assert (np.isnan(got) == np.isnan(want)).all()
+        assert np.where(np.isnan(got), 0, got).tobytes() == np.where(np.isnan(want), 0, want).tobytes()
 
 
 @pytest.mark.slow
@@ -375,6 +378,134 @@ def test_batch_loop_reads_matrix_observations_and_weights(tmp_path):
     src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "m.h").c
     assert "const float (*pos)[3] = (const float (*)[3])(o);" in src and "const float (*gain)[3] = w->gain;" in src
     assert_agrees(case, EVERY_OP_TOLERANCE)
+
+
+CLIPS = """policy clips
+obs u : real "unbounded"
+obs x : real[2] in [-3, 3]
+action inside : real in [-1, 1] = clip(u, -1, 1) "already in its range: clipped once"
+action narrower : real[2] in [0, 1] = clip(x * u, 0.25, 0.75)
+action at_zero : real in [0, 2] = clip(-u, 0, 1)
+action wider : real in [-1, 1] = clip(u, -2, 2) "wider than its range: clipped again"
+action neg_zero : real in [-1, 0] = clip(u, -1, -0) "a -0 bound: clipped again (maximum(-0, 0) is 0)"
+action plain : real in [-1, 1] = u * 0.5
+"""
+
+
+def test_an_action_clipped_within_its_range_is_clipped_once(tmp_path, monkeypatch):
+    """`action a in [lo, hi] = clip(x, a, b)` with lo <= a <= b <= hi: the range's clip would
+    change no bit, so it is left out of the C (two comparisons fewer per action, in the step and
+    the batch loop); a wider clip, a -0 bound and a plain expression keep it. The outputs are
+    bit for bit those of the C with every range clip kept (on random and edge rows: NaN, +-inf,
+    the bounds, 0 and -0), and agree with JAX in every clipping branch."""
+    import polc.backend._c_expr as c_expr
+
+    (tmp_path / "once").mkdir()
+    (tmp_path / "twice").mkdir()
+    case = build_cases([("clips", loads(CLIPS, "clips.pol", analyze=False).typed)], tmp_path / "once")["clips"]
+    src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "clips.h").c
+    assert "const float inside = pol_min(pol_max(obs->u, -1.0f), 1.0f);" in src
+    assert "narrower[1] = pol_min(pol_max(obs->x_[1] * obs->u, 0.25f), 0.75f);" in src
+    assert "const float at_zero = pol_min(pol_max(-obs->u, 0.0f), 1.0f);" in src
+    assert "const float wider = pol_min(pol_max(pol_min(pol_max(obs->u, -2.0f), 2.0f), -1.0f), 1.0f);" in src
+    assert "const float neg_zero = pol_min(pol_max(pol_min(pol_max(obs->u, -1.0f), -0.0f), -1.0f), 0.0f);" in src
+    assert "const float plain = pol_min(pol_max(obs->u * 0.5f, -1.0f), 1.0f);" in src
+    assert_agrees(case, 0)
+
+    monkeypatch.setattr(c_expr, "_clipped_within", lambda e, lo, hi: False)
+    _, (twice,) = build_many([(case.tp, weight_values(case.tp, case.params, "test", case.policy), "twice")],
+                             str(tmp_path / "twice"))
+    act, lat = twice.step_batch(case.rows)
+    assert act.tobytes() == case.c_act.tobytes() and lat.tobytes() == case.c_lat.tobytes()
+
+
+HELPER_PAIRS = r'''#include <math.h>
+#include <stdio.h>
+#include <string.h>
+%s
+%s
+/* the three-test form the helpers had: x if NaN, else y if NaN, else the larger / smaller */
+static float ref_max(float x, float y) { return x != x ? x : y != y ? y : x > y ? x : y; }
+static float ref_min(float x, float y) { return x != x ? x : y != y ? y : x < y ? x : y; }
+static unsigned bits(float f) { unsigned u; memcpy(&u, &f, sizeof u); return u; }
+int main(void) {
+    const float v[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1e-45f, -1e-45f,
+                       1.17549435e-38f, 3.40282347e38f, -3.40282347e38f};
+    int n = (int)(sizeof v / sizeof v[0]), differ = 0;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+            differ += (bits(pol_max(v[i], v[j])) != bits(ref_max(v[i], v[j])))
+                      + (bits(pol_min(v[i], v[j])) != bits(ref_min(v[i], v[j])));
+    printf("%%d %%d\n", n * n, differ);
+    return 0;
+}
+'''
+
+
+def test_max_and_min_helpers_give_the_bits_of_the_three_test_form(tmp_path):
+    """pol_max / pol_min test only x for NaN (`x > y ? x : y` is y already when y is NaN): on
+    every pair of NaN (both signs), +-inf, +-0, +-1, denormals and the extremes they return the
+    bits the three-test form returned, signed zeros and NaN signs included."""
+    from polc.backend._c_expr import HELPERS
+
+    (tmp_path / "pairs.c").write_text(HELPER_PAIRS % (HELPERS["max"], HELPERS["min"]))
+    exe = tmp_path / "pairs"
+    subprocess.run([c_compiler(), *[f for f in CFLAGS if f != "-fPIC"], "-o", str(exe), str(tmp_path / "pairs.c"),
+                    "-lm"], check=True)
+    pairs, differ = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    assert (pairs, differ) == (196, 0)
+
+
+def test_batch_loop_reads_literal_bounds_from_locals(tmp_path):
+    """In the batch loop the literal operands of max, min, relu and clip (and of an action's
+    range) are locals, read once through a volatile lvalue, so that GCC compiles the comparisons to
+    maxss/minss rather than to branches (docs/deploying.md, "Speed and size"); the step function
+    keeps the literals. Names are fresh (a Pol latent `lit_0` keeps its own), and C agrees with
+    JAX through the blocks and the rows left over."""
+    text = ("policy lits\nobs u : real\nobs v : real[2] in [-1, 1]\nlatent lit_0 = relu(u) + 1e-5\n"
+            "latent low = min(u, -2.5) + max(v[0], 1e30) + max(v[1], -INFINITY_)\n"
+            "const INFINITY_ = 1e40\n"
+            "action steer : real in [-1, 1] = clip(u, -0.5, 0.5)\naction gas : real in [0, 2] = lit_0 + low\n")
+    case = build_cases([("lits", loads(text, "lits.pol", analyze=False).typed)], tmp_path)["lits"]
+    src = emit_c(case.tp, weight_values(case.tp, case.params, "test", case.policy), "lits.h").c
+    step, batch = src.split("void lits_step_batch(")
+    assert "static const float literals[] = {0.0f, -2.5f, 1e+30f, -INFINITY, -0.5f, 0.5f, 2.0f};" in batch
+    assert ("    const float lit_0_ = *(const volatile float *)&literals[0];\n"
+            "    const float lit_m2_5 = *(const volatile float *)&literals[1];") in batch
+    assert "const float lit_0 = pol_max(u, lit_0_) + 1e-05f;" in batch
+    assert "const float steer = pol_min(pol_max(u, lit_m0_5), lit_0_5);" in batch
+    assert "const float gas = pol_min(pol_max(lit_0 + low, lit_0_), lit_2);" in batch
+    assert "const float lit_0 = pol_max(obs->u, 0.0f) + 1e-05f;" in step and "literals" not in step
+    assert_agrees(case, 0)
+
+
+def test_baked_weights_are_the_values_the_jitted_apply_computes(tmp_path):
+    """weight_values constrains under jit, as the jitted apply does: eagerly, XLA rounds the
+    transform of `w0 in [-1, 2] = 0.25` to 0.25 and the jitted apply to 0.24999997, and
+    sign(w0 - 0.25) was 0 in C and -1 in JAX (a random program found it)."""
+    text = ("policy signs\nobs o : real\nweight w0 : real in [-1, 2] = 0.25\nlatent s = sign(w0 - 0.25)\n"
+            "action steer : real in [-2, 2] = o * 0.5 + s\n")
+    case = build_cases([("signs", loads(text, "signs.pol", analyze=False).typed)], tmp_path)["signs"]
+    assert_agrees(case, 0)
+    assert (case.c_lat == case.jax_lat).all()
+
+
+def test_tanh_gives_the_bits_of_xla(tmp_path):
+    """pol_tanh is XLA's CPU tanh (a rational in the clamped x, Horner with fmaf): bit for bit
+    jax.jit(jnp.tanh) on a sweep over all float32 bit patterns (NaNs, infinities, denormals,
+    both zeros included), on random inputs and at the approximation's edges; glibc's tanhf was
+    up to 4 ulps away (83% equal on the same sweep)."""
+    tp = loads("policy th\nobs u : real\nlatent t = tanh(u)\naction steer : real = u\n", "th.pol",
+               analyze=False).typed
+    (cp,) = build_many([(tp, weight_values(tp, {}, "none"), "th")], str(tmp_path))[1]
+    x = np.concatenate([np.arange(0, 2 ** 32, 9973, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                        np.random.default_rng(0).uniform(-10, 10, 100_000).astype(np.float32),
+                        np.array([0.0004, -0.0004, 0.00039999998, 7.99881172, -7.99881172, 8, -9, 1e-45],
+                                 np.float32)])
+    c = cp.step_batch(x[:, None])[1][:, 0]
+    j = np.asarray(jax.jit(jax.numpy.tanh)(x))
+    differ = np.flatnonzero((c.view(np.uint32) != j.view(np.uint32)) & ~(np.isnan(c) & np.isnan(j)))
+    assert differ.size == 0, f"{differ.size} of {x.size} differ, e.g. x {x[differ[:3]]}: c {c[differ[:3]]} xla {j[differ[:3]]}"
 
 
 def test_names_that_clash_with_c_are_renamed():
