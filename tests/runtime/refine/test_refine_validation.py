@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from refine_helpers import fits_once, task  # noqa: F401  (module fixtures)
 from refine_helpers import ANALYSIS, FAST, STOP, run_loop
 
+from polc.runtime.envs import DOOR_METRIC
 from polc.runtime.envs.metric import RETURN
 from polc.runtime.refine import context
 from polc.runtime.refine.dialogue import validation_text
@@ -53,7 +54,11 @@ def test_the_prompt_sentence_says_which_seeds_the_spread_and_the_worst_two():
            "mean": 826.83, "std": 89.9}
     assert validation_text(val, RETURN, "track") == (
         "On 3 validation track(s) (seeds 3, 4, 5: untraced, neither the training tracks above nor the final "
-        "evaluation's) the fitted policy scores return 826.8 ± 89.9; worst: 700.5 on seed 4, 880.0 on seed 5")
+        "evaluation's) the same weights score return 826.8 ± 89.9; worst: 700.5 on seed 4, 880.0 on seed 5")
+    door = {"seeds": [3, 4], "returns": [1600.2, 3751.4], "scores": [0.5337, 0.0223], "mean": 0.278, "std": 0.2557,
+            "successes": [False, True]}
+    assert validation_text(door, DOOR_METRIC, "door").endswith(
+        "worst: 0.5337 m on seed 3, 0.0223 m on seed 4; the environment reports success on 1 of 2")
 
 
 def test_earlier_rounds_keep_their_validation_score_before_and_after_each_revision():
