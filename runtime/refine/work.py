@@ -33,7 +33,8 @@ class Settings:
     feedback: str = "analysis"       # analysis | table | none (the paper's ablation)
     rollout_episodes: int = 2        # traced episodes per round, on training seeds (resets)
     eval_episodes: int = 10          # untraced episodes per round on unseen seeds (not resets)
-    validation_episodes: int = DEFAULT_VALIDATION_EPISODES  # untraced episodes per round on validation seeds, their scores shown (resets)
+    # untraced episodes per round on validation seeds, their scores shown (resets)
+    validation_episodes: int = DEFAULT_VALIDATION_EPISODES
     max_steps: Optional[int] = None  # episode limit, only ever shortening the environment's own; None: the environment's
     restarts: int = 3                # imitation learning: restarts, epochs, patience
     max_epochs: int = 2000
