@@ -22,7 +22,8 @@ from polc.runtime.refine.scripted import Choice
 from polc.runtime.refine.work import Settings
 
 FAST = Settings(rounds=2, rollout_episodes=1, eval_episodes=2, restarts=1, max_epochs=30, patience=10, n_envs=1,
-                max_repairs=2, max_regenerations=2, max_tests=1, max_reply_retries=1)
+                max_repairs=2, max_regenerations=2, max_tests=1, max_reply_retries=1,
+                validation_episodes=0)  # off: cheap; tests that need it turn it on (test_refine_validation.py)
 
 GOOD = toy.reach_policy(kp=1.0, kd=0.5, std=0.2, name="reach2")
 BROKEN = GOOD.replace("weight kd : real >= 0 = 0.5", "weight kd : real >= 0 = -0.5")  # E0302

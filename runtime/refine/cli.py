@@ -46,6 +46,7 @@ from typing import Any
 
 from ..cli import ENV_HELP, UsageError
 from .entry import EXIT_BUDGET, EXIT_UNUSABLE  # the exit codes are the library's
+from .work import DEFAULT_VALIDATION_EPISODES
 
 
 def _fail(message: str) -> int:
@@ -190,9 +191,10 @@ def register(sub: Any) -> None:
     c.add_argument("--quick", action="store_true", help="2 rounds, episodes cut at 300 steps (a shorter limit of the environment kept), 3 eval seeds, a short fit")
     c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
-    c.add_argument("--validation-episodes", type=int, default=0, metavar="N",
-                   help="untraced episodes per round on N validation seeds (neither the traced training seeds nor "
-                        "the evaluation's); the model is told their mean, spread and worst two (counted as resets)")
+    c.add_argument("--validation-episodes", type=int, default=DEFAULT_VALIDATION_EPISODES, metavar="N",
+                   help="untraced episodes per round on N validation seeds (the training range's next seeds: neither "
+                        "the demonstration's, the traced training seeds nor the evaluation's); the model is told their "
+                        f"mean, spread and worst two; counted as resets (default {DEFAULT_VALIDATION_EPISODES}; 0: off)")
     c.add_argument("--env", help=ENV_HELP + " (default: the task's `env:` header, else the folder name)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     c.add_argument("--quiet-scores", action="store_true",

@@ -100,11 +100,12 @@ def _mean_score(m: Round) -> Optional[float]:
 def history(previous: Sequence[Round], feedback: str, metric: Any = None, instance: str = "seed",
             current: Optional[Round] = None) -> str:
     """The earlier rounds of this run, a few lines each: the score of each traced episode on the
-    training seeds (not in the `none` mode, which gives no execution feedback), the move, what
-    the revision changed (declarations added, changed, removed), and the mean score before and
-    after it (after: the next round's, or `current`'s, the round being asked about)."""
+    training seeds and the validation episodes' mean ± std (not in the `none` mode, which gives no
+    execution feedback), the move, what the revision changed (declarations added, changed,
+    removed), and the mean score before and after it, on the training and the validation seeds
+    (after: the next round's, or `current`'s, the round being asked about)."""
     from ..envs.metric import RETURN
-    from .scores import number
+    from .scores import mean_std, number, unit_text
 
     metric = metric or RETURN
     if not previous:
@@ -116,6 +117,9 @@ def history(previous: Sequence[Round], feedback: str, metric: Any = None, instan
         if scored:
             shown = returns_text(m.rollout_seeds, m.rollout_returns, m.rollout_scores, metric, m.rollout_successes)
             line += f", {shown} on the training {instance}(s)"
+            if m.validation:
+                line += (f", {mean_std(m.validation['mean'], m.validation['std'], metric)}{unit_text(metric)} "
+                         f"on the {len(m.validation['seeds'])} validation {instance}(s)")
         move = m.move or {}
         if move.get("kind"):
             line += f"; your move: {move['kind']}"
@@ -130,7 +134,10 @@ def history(previous: Sequence[Round], feedback: str, metric: Any = None, instan
         after = previous[i + 1] if i + 1 < len(previous) else current
         if scored and move.get("kind") == "REVISE" and after is not None and _mean_score(after) is not None:
             name = "return" if metric.is_return else metric.name
+            validated = (f"; on the validation {instance}(s): {number(m.validation['mean'], metric)} before, "
+                         f"{number(after.validation['mean'], metric)} after" if m.validation and after.validation
+                         else "")
             lines.append(f"  Mean {name} on the training {instance}(s): {number(_mean_score(m), metric)} before, "
-                         f"{number(_mean_score(after), metric)} after (round {after.round})"
+                         f"{number(_mean_score(after), metric)} after (round {after.round}){validated}"
                          + ("" if metric.is_return else f"; {metric.direction}") + ".")
     return "\n".join(lines) + "\n"

@@ -35,17 +35,22 @@ LAST_ROUND = ("\nThis is the last round: a revision will still be fitted and eva
 
 
 def validation_text(val: dict, metric: Any, instance: str) -> str:
-    """The validation episodes' score as the rollout section states it: mean ± std and the
-    worst two, on seeds that are neither the traced training ones nor the final evaluation's."""
+    """The validation episodes' score as the rollout section states it: mean ± std, the worst two
+    and the success count where the environment reports success, on seeds that are neither the
+    traced training ones nor the final evaluation's, with the weights the trace ran (the fitted
+    ones, or the declared ones where they were kept)."""
     from .scores import number, score_text
 
     values = val.get("scores") or val["returns"]
     order = sorted(range(len(values)), key=lambda i: values[i], reverse=not metric.higher_is_better)
     unit = f" {metric.unit}" if metric.unit else ""
     worst = ", ".join(f"{number(values[i], metric)}{unit} on seed {val['seeds'][i]}" for i in order[:2])
+    successes = val.get("successes")
+    success = ("" if successes is None else
+               f"; the environment reports success on {sum(successes)} of {len(successes)}")
     return (f"On {len(values)} validation {instance}(s) (seeds {', '.join(map(str, val['seeds']))}: untraced, neither "
-            f"the training {instance}s above nor the final evaluation's) the fitted policy scores "
-            f"{score_text(val['mean'], val['std'], metric)}; worst: {worst}")
+            f"the training {instance}s above nor the final evaluation's) the same weights score "
+            f"{score_text(val['mean'], val['std'], metric)}; worst: {worst}{success}")
 
 
 def moved_weights(fitted: dict, declared: Any) -> str:

@@ -190,7 +190,8 @@ def write_summary(run: RunDir, history: Sequence[dict], status: str, notice: Opt
                           if metric.is_return else
                           f"eval.mean ± eval.std: the {metric.name}{unit} ({metric.direction}) over unseen "
                           "evaluation seeds, per round; eval.scores per seed, eval.returns the returns beside it",
-               "resets": "episodes whose traces the model was given (the paper's Table 1 count, without "
+               "resets": "episodes whose traces or scores the model was given: the traced ones, the declared "
+                         "weights' beside them, the validation episodes (the paper's Table 1 count, without "
                          "final evaluation); eval_episodes counts the evaluation episodes",
                "cost": cost_note(history, config),
                "budget": config.get("budget"), "budget_stop": config.get("budget_stop"),

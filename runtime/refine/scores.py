@@ -37,15 +37,17 @@ def mean_std(mean: float, std: float, metric: Any) -> str:
     return f"{number(mean, metric)} ± {number(std, metric)}"
 
 
-def _unit(metric: Any) -> str:
+def unit_text(metric: Any) -> str:
+    """` m` after a number of the door's distance; nothing after a return."""
     return f" {metric.unit}" if metric.unit else ""
+
 
 
 def score_text(mean: float, std: float, metric: Any) -> str:
     """`return 612.3 ± 80.1`, or `min handle-to-target distance 0.1133 ± 0.1846 m (lower is better)`."""
     if metric.is_return:
         return f"return {mean_std(mean, std, metric)}"
-    return f"{metric.name} {mean_std(mean, std, metric)}{_unit(metric)} ({metric.direction})"
+    return f"{metric.name} {mean_std(mean, std, metric)}{unit_text(metric)} ({metric.direction})"
 
 
 def per_seed_text(seeds: Sequence[int], returns: Sequence[float], scores: Optional[Sequence[float]],
@@ -56,7 +58,7 @@ def per_seed_text(seeds: Sequence[int], returns: Sequence[float], scores: Option
     if metric.is_return or scores is None:
         text = "return " + ", ".join(f"{r:.1f} on seed {s}" for s, r in zip(seeds, returns))
         return text + (f" ({_successes(seeds, successes)})" if successes is not None else "")
-    values = ", ".join(f"{number(v, metric)}{_unit(metric)} on seed {s}" for s, v in zip(seeds, scores))
+    values = ", ".join(f"{number(v, metric)}{unit_text(metric)} on seed {s}" for s, v in zip(seeds, scores))
     return (f"{metric.name} {values} ({metric.direction}; "
             f"return{'s' if len(returns) > 1 else ''} {', '.join(f'{r:.1f}' for r in returns)}"
             + (f"; {_successes(seeds, successes)}" if successes is not None else "") + ")")

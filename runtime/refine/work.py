@@ -17,6 +17,11 @@ from .replies import DEFAULT_MAX_REPLY_CHARS
 FEEDBACK_MODES = ("analysis", "table", "none")
 MIN_REPLY_CHARS = 1000  # the smallest reply-size limit: a short program with its prose fits
 UNSAVED = ("ray_address",)  # settings of one invocation: a resumed run takes them from its own flags
+# Validation episodes per round by default: the model's one view of how the policy does beyond its
+# two traced training seeds (issue 37), at 4 resets and 1-2 s a round on Car Racing (docs/llm.md).
+DEFAULT_VALIDATION_EPISODES = 4
+# Settings a run.json written before they existed lacks: the value such a run had, not today's default.
+BEFORE_SAVED = {"validation_episodes": 0}
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,8 @@ class Settings:
     feedback: str = "analysis"       # analysis | table | none (the paper's ablation)
     rollout_episodes: int = 2        # traced episodes per round, on training seeds (resets)
     eval_episodes: int = 10          # untraced episodes per round on unseen seeds (not resets)
-    validation_episodes: int = 0     # untraced episodes per round on validation seeds, their scores shown (resets)
+    # untraced episodes per round on validation seeds, their scores shown (resets)
+    validation_episodes: int = DEFAULT_VALIDATION_EPISODES
     max_steps: Optional[int] = None  # episode limit, only ever shortening the environment's own; None: the environment's
     restarts: int = 3                # imitation learning: restarts, epochs, patience
     max_epochs: int = 2000
@@ -75,7 +81,7 @@ class Settings:
     def from_json(cls, data: dict) -> "Settings":
         """Settings saved by `to_json` (unknown keys ignored); ValueError naming a value of the
         wrong type (run.json is read back on --resume)."""
-        values = {}
+        values = {k: v for k, v in BEFORE_SAVED.items() if k not in data}
         for f in fields(cls):
             if f.name not in data or f.name in UNSAVED:
                 continue

@@ -19,6 +19,7 @@ from polc.fmt import format_text
 from polc.runtime.llm import read_exchanges
 from polc.runtime.refine import context, templates
 from polc.runtime.refine.record import Round
+from polc.runtime.refine.work import Settings
 from polc.runtime.task import load_task
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,11 +53,16 @@ def anchors(name: str) -> list[str]:
 
 
 def history_pattern(instance: str) -> re.Pattern:
-    """One line of `context.history` as today's code writes it, its values free."""
+    """One line of `context.history` as today's code writes it, its values free (the validation
+    episodes' score where the round had them)."""
+    validation = {"seeds": [3], "returns": [1.0], "scores": [1.0], "mean": 1.0, "std": 0.0}
     line = context.history([Round(7, False, policy_name="NAME", rollout_seeds=[1], rollout_returns=[1.0],
-                                  move={"kind": "KIND"})], "analysis", None, instance)
+                                  move={"kind": "KIND"}, validation=validation)], "analysis", None, instance)
     text = re.escape(line.splitlines()[1])
+    validated = re.escape(f", 1.0 ± 0.0 on the 1 validation {instance}(s)")
+    assert validated in text, "context.history no longer writes the validation score as this test expects"
     for literal, free in (("7", r"\d+"), ("NAME", r'[^"]*'), (re.escape("return 1.0 on seed 1"), ".*?"),
+                          (validated, rf"(?:, [^;]*? on the \d+ validation {re.escape(instance)}\(s\))?"),
                           ("KIND", r"[A-Z]+(?: \(after \d+ TEST move\(s\)\))?")):
         text = text.replace(literal, free, 1)
     return re.compile(text)
@@ -93,6 +99,8 @@ def test_the_recorded_task_text_structure_and_history_are_todays(session):
     assert f"# Task\n{folder.text.rstrip()}\n\n# Round 0 " in first, f"{task}/task.md: " + how_to_see(task)
     initial = (folder.dir / "initial.pol").read_text(encoding="utf-8").rstrip()
     assert f"# Current structure\n```pol\n{initial}\n```" in first, f"{task}/initial.pol: " + how_to_see(task)
+    n = Settings().validation_episodes  # recorded with the default: the validation score the model is told
+    assert f"On {n} validation {folder.instance}(s) (seeds " in first, f"{n} validation episodes: " + how_to_see(task)
     line = history_pattern(folder.instance)
     rounds = [r["messages"][-1]["text"] for r in records if r["messages"][-1]["text"].startswith("# Task")]
     earlier = [ln for text in rounds for ln in text.splitlines() if ln.startswith("- Round ")]
