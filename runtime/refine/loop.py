@@ -276,7 +276,8 @@ class Loop:
         s = self.settings
         self.ui.phase(k, "fitting to the demonstration and the recovery laps")
         t = time.monotonic()
-        record = {"demos": [RECOVERY_FILE], "perturb": s.recovery, "seeds": list(self.seeds)}
+        record = {"demos": [RECOVERY_FILE], "perturb": s.recovery, "laps": len(self.demo.metadata.get("seeds") or []),
+                  "seeds": list(self.seeds)}
         try:
             mixed = fit_program(program, self.demo, s, [self.recovery])
         except FitFailed as e:
