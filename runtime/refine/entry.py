@@ -249,11 +249,15 @@ def _verify_recovery(settings: Settings, task: Any) -> None:
         if settings.expert:
             raise UsageError("polc: --expert records recovery laps: give --recovery too (e.g. --recovery steer=0.3).")
         return
+    from .. import envs
     from ..il.recovery import Recovery
-    from .work import environment
 
     try:
-        Recovery(settings.recovery, expert=settings.expert).resolve(environment(task.env, settings))
+        spec = envs.get(task.env)
+    except (KeyError, envs.EnvError):
+        return  # the run itself says what is wrong with the environment, as without --recovery
+    try:
+        Recovery(settings.recovery, expert=settings.expert).resolve(spec)
     except ValueError as e:
         raise UsageError(f"polc: --recovery {settings.recovery}: {e}.") from None
 

@@ -136,7 +136,8 @@ class Loop:
         self.ui.notice(f"recovery demonstrations: the expert on seed(s) {', '.join(map(str, seeds))} with "
                        f"--perturb {s.recovery} -> {path}")
         try:
-            return read_table(record_recovery(self.spec, Recovery(s.recovery, expert=s.expert), seeds, path))
+            full = getattr(self.spec, "spec", self.spec)  # whole episodes, as the demonstration (--quick cuts rollouts)
+            return read_table(record_recovery(full, Recovery(s.recovery, expert=s.expert), seeds, path))
         except ValueError as e:
             raise TaskError(f"--recovery {s.recovery}: {e}.") from None
 

@@ -22,9 +22,10 @@ ONE = replace(FAST, rounds=1)
 
 @pytest.fixture(scope="module")
 def recovered(task, tmp_path_factory):
-    """One round of the toy task with --recovery push=0.5: (loop, model, run directory)."""
+    """One round of the toy task with --recovery push=0.5 and rollouts cut at 30 steps (as
+    --quick cuts them): (loop, model, run directory)."""
     run = tmp_path_factory.mktemp("recovery") / "run"
-    loop, model = run_loop(task, run, [ANALYSIS, STOP], settings=replace(ONE, recovery="push=0.5"))
+    loop, model = run_loop(task, run, [ANALYSIS, STOP], settings=replace(ONE, recovery="push=0.5", max_steps=30))
     return loop, model, run
 
 
@@ -36,6 +37,8 @@ def test_the_recovery_laps_are_recorded_in_the_run_and_both_fits_scored(recovere
     assert laps.metadata["seeds"] == demo.metadata["seeds"]  # the clean lap's own tracks: no new seeds used
     assert laps.metadata["perturb"] == {"sigma": {"push": 0.5}, "noise_seed": 0}
     assert "executed.push" in laps.names()
+    # whole episodes, as the demonstration: the rollouts' shorter limit does not cut the laps
+    assert laps.metadata["env"]["max_steps"] == demo.metadata["env"]["max_steps"] == 50
     (m0,) = loop.history
     rec = m0.recovery
     assert rec["demos"] == ["recovery.parquet"] and rec["perturb"] == "push=0.5" and rec["seeds"] == m0.rollout_seeds
