@@ -288,8 +288,16 @@ class Loop:
             m.timed("fit", t)
         self.ui.phase(k, f"closed loop: both fits on the {len(self.seeds)} training seed(s)")
         t = time.monotonic()
-        plain, with_laps = training_scores([clean, mixed], self.spec, self.seeds, s)
-        m.timed("rollout", t)
+        try:
+            plain, with_laps = training_scores([clean, mixed], self.spec, self.seeds, s)
+        except ValueError as e:  # a non-finite action: the clean fit goes on (its own rollout says if it was it)
+            if not _non_finite(e):
+                raise
+            m.recovery = {**record, "kept": "clean", "reason": f"A fit's action was not finite on the training "
+                                                               f"seeds, so the fit to the demonstration alone is used: {e}"}
+            return clean
+        finally:
+            m.timed("rollout", t)
         a, b = sum(plain) / len(plain), sum(with_laps) / len(with_laps)
         better = b > a if self.metric.higher_is_better else b < a
         m.recovery = {**record, "clean": round(a, 4), "with_recovery": round(b, 4),
