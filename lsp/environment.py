@@ -5,7 +5,7 @@ Walking up from the document's folder, the first folder that has a `task.md` who
 front matter names `env:` (examples/car_racing/task.md says `env: car_racing`), or an
 `env.toml` schema file (what `polc init-task` writes for a Gymnasium environment),
 says which environment it is; the walk stops at a repository's root (a folder with
-`.git`). The document is then checked against that environment's schema, the
+`.git`, a directory or a worktree's file). The document is then checked against that environment's schema, the
 diagnostics `polc check --env NAME FILE` adds (E05xx, W0503, W0509).
 
 Loading a schema imports the runtime's environments (gymnasium, Box2D: about 0.8 s
@@ -64,7 +64,7 @@ class Environments:
             if found is not None:
                 return found
             parent = os.path.dirname(d)
-            if parent == d or os.path.isdir(os.path.join(d, ".git")):
+            if parent == d or os.path.exists(os.path.join(d, ".git")):  # a worktree's .git is a file
                 return None
             d = parent
 

@@ -43,6 +43,9 @@ def test_the_walk_stops_at_a_repository_root(tmp_path):
     (tmp_path / "repo" / ".git").mkdir(parents=True)
     assert Environments().find(str(tmp_path / "repo" / "src" / "x.pol")) is None
     assert Environments().find(str(tmp_path / "other" / "x.pol")).name == "car_racing"
+    (tmp_path / "worktree").mkdir()
+    (tmp_path / "worktree" / ".git").write_text("gitdir: /elsewhere\n")  # `git worktree add` writes a file
+    assert Environments().find(str(tmp_path / "worktree" / "x.pol")) is None
 
 
 def test_the_diagnostics_are_polc_check_envs_and_the_schema_is_loaded_once(tmp_path):
