@@ -21,6 +21,7 @@ from polc.messages import Diagnostic, PolError
 from polc.text import claim as claim_text, constraint as constraint_text, number
 
 from .builtins import FUNCTIONS, KEYWORDS
+from .environment import Environments
 
 # A name as the grammar spells it (grammar/pol.lark: NAME), keywords excluded.
 NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
@@ -126,12 +127,16 @@ def check_diagnostics(text: str, file: str) -> tuple[list[Diagnostic], Optional[
     return doc.diagnostics, doc.program
 
 
-def analyze_document(text: str, file: str) -> Document:
+def analyze_document(text: str, file: str, environments: Optional[Environments] = None) -> Document:
     """Check `text` and index its names. Never raises for any text: a PolError is
-    diagnostics, and an internal error of the compiler is kept in `internal_error`."""
+    diagnostics, and an internal error of the compiler is kept in `internal_error`.
+    With `environments`, a program that checks is checked against the environment its
+    task folder names too (`environment.Environments`: what `polc check --env` adds)."""
     doc = Document(text, file, [])
     try:
         _check(doc)
+        if environments is not None and doc.program is not None:
+            doc.diagnostics += environments.check(doc.typed, doc.tree, file)
     except Exception as e:  # a bug in polc: the editor shows it, the server keeps serving
         doc.internal_error = _internal(e)
     return doc

@@ -34,6 +34,7 @@ from polc.text import claim
 
 from . import document as D
 from . import framing
+from .environment import Environments, runtime_installed
 from .builtins import FUNCTIONS, KEYWORDS
 
 DEBOUNCE_SECONDS = 0.2  # a check starts once typing pauses this long
@@ -58,6 +59,8 @@ class PolServer(LanguageServer):
         self.last_good: dict[str, D.Document] = {}  # uri -> its latest check that parsed (for completion)
         self.pending: dict[str, asyncio.Task] = {}
         self.lock = threading.Lock()
+        # The environment each document's task folder names (W0509, E05xx), loaded once each.
+        self.environments = Environments() if runtime_installed() else None
         # One worker: checks of one document run in order, and the compiler runs in one thread at a time.
         self.worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="polc-check")
 
@@ -124,7 +127,8 @@ class PolServer(LanguageServer):
             doc = self.checked.get(uri)
             if doc is not None and doc.text == text:
                 return doc
-            doc = D.analyze_document(text, self.file_of(uri))
+            on_disk = uris.to_fs_path(uri) is not None  # an unsaved buffer has no task folder
+            doc = D.analyze_document(text, self.file_of(uri), self.environments if on_disk else None)
             self.checked[uri] = doc
             if doc.tree is not None:
                 self.last_good[uri] = doc

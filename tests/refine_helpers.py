@@ -144,10 +144,11 @@ def remembered_fits():
     from polc.runtime.refine import loop as loop_module
     from polc.runtime.refine import work
 
-    def fit_program(program, demo, settings):
-        key = (program.source, demo.path, settings.restarts, settings.max_epochs, settings.patience, settings.seed)
+    def fit_program(program, demo, settings, more=()):
+        key = (program.source, demo.path, tuple(t.path for t in more), settings.restarts, settings.max_epochs,
+               settings.patience, settings.seed)
         if key not in _FITS:
-            _FITS[key] = work.fit_program(program, demo, settings)
+            _FITS[key] = work.fit_program(program, demo, settings, more)
         return _FITS[key]
 
     patch = pytest.MonkeyPatch()

@@ -30,7 +30,7 @@ from .door import DOOR, DOOR_METRIC, MAX_STEPS as _DOOR_STEPS
 from .door_mjx_scene import DOOR_MJX, DOOR_MJX_METRIC, MAX_STEPS as _DOOR_MJX_STEPS
 from .finite import NonFiniteAction
 from .metric import RETURN, Metric
-from .registry import DEMO_SEEDS, EVAL_SEEDS, EnvSpec, Expert, add, check_against_env, get, names, using
+from .registry import DEMO_SEEDS, EVAL_SEEDS, EnvSpec, Expert, add, check_against_env, get, load_schema, names, using
 from .errors import EnvError
 from . import gym_env as _gym_env  # noqa: F401  (makes get() resolve gym:ID and env.toml names)
 from .gym_env import check_against_gym
@@ -78,4 +78,6 @@ if DOOR_MJX.env_id not in gym.registry:
 
 
 __all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "RETURN", "EnvError", "EnvSchema", "EnvSpec", "Expert", "Field", "Metric",
-           "NonFiniteAction", "add", "check_against_env", "check_against_gym", "check_program_against", "get", "names", "using"]
+           "NonFiniteAction", "add", "check_against_env", "check_against_gym", "check_program_against", "get",
+           "load_schema", "names",
+           "using"]

@@ -121,16 +121,23 @@ def check_against_env(tp: TypedProgram, env_name: str) -> list[Diagnostic]:
     declarations against environment `env_name`'s schema (a `gym:` env's schema from
     an env.toml beside FILE); an unknown name gives one error (E0500) listing the
     environments polc knows, an environment that cannot be loaded one (E0508) saying why."""
+    schema, failed = load_schema(env_name, near=tp.file or None)
+    return failed if schema is None else check_program_against(tp, schema)
+
+
+def load_schema(env_name: str, near: Optional[str] = None) -> tuple[Optional[EnvSchema], list[Diagnostic]]:
+    """(the schema of environment `env_name`, []), or (None, the one diagnostic saying why
+    not: E0500 an unknown name, E0508 one that cannot be loaded): what `check_against_env`
+    checks against, for a caller that keeps the schema (the language server)."""
     from .errors import EnvError
 
     try:
-        spec = get(env_name, near=tp.file or None)
+        return get(env_name, near=near).schema, []
     except KeyError:
-        return [unknown_env(env_name, names())]
+        return None, [unknown_env(env_name, names())]
     except EnvError as e:
-        return [env_unusable(env_name, str(e))]
-    return check_program_against(tp, spec.schema)
+        return None, [env_unusable(env_name, str(e))]
 
 
-__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "EnvSpec", "Expert", "add", "add_resolver", "check_against_env", "get", "names",
-           "using"]
+__all__ = ["DEMO_SEEDS", "EVAL_SEEDS", "EnvSpec", "Expert", "add", "add_resolver", "check_against_env", "get", "load_schema",
+           "names", "using"]

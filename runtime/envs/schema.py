@@ -184,21 +184,24 @@ def action_range_outside(span: Optional[Span], name: str, lo: float, hi: float, 
 # ---- the check -----------------------------------------------------------------------
 
 
-def _name_spans(tp: TypedProgram) -> tuple[dict[tuple[str, str], Span], Optional[Span]]:
+def _name_spans(tp: TypedProgram, tree=None) -> tuple[dict[tuple[str, str], Span], Optional[Span]]:
     """(kind, name) -> the span of the declaration's name, and the policy header's name span.
 
-    The typed program keeps whole-declaration spans; the names' own spans come
-    from re-parsing its source (cheap, and it keeps the typed contract as is)."""
-    if not tp.source:
-        return {}, None
+    The typed program keeps whole-declaration spans; the names' own spans come from its
+    untyped AST, `tree` when the caller has it (the language server), else from re-parsing
+    its source (a few milliseconds, and it keeps the typed contract as is)."""
     from polc.frontend import ast
     from polc.messages import PolError
     from polc.frontend.parse import parse_program
 
-    try:
-        prog = parse_program(tp.source, tp.file)
-    except PolError:
-        return {}, None
+    prog = tree
+    if prog is None:
+        if not tp.source:
+            return {}, None
+        try:
+            prog = parse_program(tp.source, tp.file)
+        except PolError:
+            return {}, None
     spans: dict[tuple[str, str], Span] = {}
     header = None
     for d in prog.decls:
@@ -220,7 +223,7 @@ def _inside(lo: float, hi: float, outer_lo: float, outer_hi: float) -> bool:
     return lo >= outer_lo - tol(outer_lo) and hi <= outer_hi + tol(outer_hi)
 
 
-def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnostic]:
+def check_program_against(tp: TypedProgram, schema: EnvSchema, tree=None) -> list[Diagnostic]:
     """Diagnostics for the program's `obs` and `action` declarations against `schema`.
 
     Observations: each declared one must exist (E0501), not be hidden (E0510:
@@ -228,8 +231,9 @@ def check_program_against(tp: TypedProgram, schema: EnvSchema) -> list[Diagnosti
     declared range narrower than the environment's is a warning (W0503). Actions:
     every environment action must be declared (E0504), no unknown ones (E0505), same shapes (E0506), declared range inside the
     environment's (E0507). Echoes: an action whose mean reads an observation
-    that echoes an action (W0509, at the read)."""
-    spans, header = _name_spans(tp)
+    that echoes an action (W0509, at the read). `tree`: the program's untyped AST, when
+    the caller has it (the names' spans are then not re-parsed)."""
+    spans, header = _name_spans(tp, tree)
     out: list[Diagnostic] = []
     for o in tp.obs:
         span = spans.get(("obs", o.name), o.span)

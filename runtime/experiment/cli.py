@@ -1,4 +1,5 @@
-"""`polc experiment TASK [-o DIR] [--quick] [--skip-rl] [--llm SPEC] [--resume] [--ray auto|ADDRESS]`.
+"""`polc experiment TASK [-o DIR] [--quick] [--skip-rl] [--llm SPEC] [--resume] [--ray auto|ADDRESS]
+[--recovery steer=0.3]`.
 
 Exit codes as every runtime command: 0 done, 1 a step failed (what finished is
 kept; the same command continues), 2 bad usage.
@@ -23,6 +24,17 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if task is None:
         raise UsageError(f"polc: no experiment '{args.task}'; choose one of: {', '.join(TASKS)}.")
     budget = QUICK if args.quick else FULL
+    if args.recovery:
+        from dataclasses import replace
+
+        from .. import envs
+        from ..il.recovery import Recovery
+
+        try:
+            Recovery(args.recovery).resolve(envs.get(task.env))
+        except ValueError as e:
+            raise UsageError(f"polc: --recovery {args.recovery}: {e}.") from None
+        budget = replace(budget, recovery=args.recovery)
     out = Path(args.output or Path("results") / (task.name + ("-quick" if args.quick else "")))
     if args.resume and not (out / "experiment.json").exists():
         near = [] if out.exists() else rc.nearest_runs(str(out))
@@ -84,6 +96,10 @@ def register(sub: Any) -> None:
     c.add_argument("--resume", action="store_true",
                    help="continue the experiment in -o (refused when there is none); rerunning the same command "
                         "does the same: finished steps are never recomputed")
+    c.add_argument("--recovery", metavar="SIGMA|NAME=SIGMA,...",
+                   help="record DART recovery laps once (the expert on the demonstration's seeds, its executed actions "
+                        "perturbed as `polc demos --perturb` does, e.g. steer=0.3): every IL fit, and the refinement "
+                        "loop's, is made with and without them and the better on training seeds kept (default: off)")
     add_ray_flags(c, workers=False)
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     c.set_defaults(func=rc.guard(cmd_experiment))

@@ -79,9 +79,13 @@ class Budget:
     patience: int = 100                # IL early stopping
     refine_quick: bool = False         # `polc refine --quick`
     quick: bool = False
+    # --recovery: DART recovery laps (`polc demos --perturb` text, "steer=0.3") recorded once on the
+    # demonstration's seeds; each IL fit (and the refinement loop's) is made with and without them
+    # and the better on the training seeds kept. "": off (the default; absent from experiment.json).
+    recovery: str = ""
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if not (k == "recovery" and v == "")}
 
 
 FULL = Budget()

@@ -86,7 +86,7 @@ class Experiment:
         self.task, self.budget, self.out, self.llm = task, budget, Path(out), llm
         self.say, self.progress = say, progress
         self.rl = task.rl and not skip_rl  # skip_rl: only the expert and IL rows (RL steps are not run)
-        base = envs.get(task.env)
+        base = self.base = envs.get(task.env)  # full episodes: what the demonstration (and recovery laps) are
         self.spec = ShortEpisodes(base, budget.max_steps) if budget.max_steps else base
         self.metric = base.metric
         self.solved_at = getattr(base, "solved_at", None)
@@ -240,10 +240,10 @@ class Experiment:
         resets0 = refinement.get("resets", 0) if s.source == "refine" else 0
         params = results[f"fit-{s.key}"]["params"]
         il = results[f"eval-{s.key}-il"]
-        rows = [Row(f"{s.label} + IL", s.key, "IL", 1, calls, resets0, *_ms(il["mean"]), *_ms(il["sampled"]),
-                    per_seed=il["mean"]["values"], params=params, note=_kept(results[f"fit-{s.key}"], refinement,
-                                                                           s.source == "refine"),
-                    **_shares(il["mean"], il["sampled"]))]
+        fit = results[f"fit-{s.key}"]
+        rows = [Row(f"{s.label} + IL", s.key, "IL", 1 + _recovery_demos(fit, refinement, s.source == "refine"), calls,
+                    resets0, *_ms(il["mean"]), *_ms(il["sampled"]), per_seed=il["mean"]["values"], params=params,
+                    note=_kept(fit, refinement, s.source == "refine"), **_shares(il["mean"], il["sampled"]))]
         if not self.rl:
             return rows
         for engine in self._engines():
@@ -278,6 +278,8 @@ class Experiment:
     def _refine(self, deps: dict) -> dict:
         """Run (or continue) the refinement loop (`refine.entry`, what `polc refine` runs) on the
         task folder; its summary, digested."""
+        from dataclasses import replace
+
         from ..cli import UsageError
         from ..refine.entry import Request, resume, start
         from ..refine.work import Settings, quick
@@ -291,6 +293,9 @@ class Experiment:
             argv += ["--quick"] if self.budget.refine_quick else []
             argv += ["--llm", self.llm] if self.llm else []
             settings = quick(Settings()) if self.budget.refine_quick else Settings()
+            if self.budget.recovery:
+                argv += ["--recovery", self.budget.recovery]
+                settings = replace(settings, recovery=self.budget.recovery)
             request = Request(str(self.folder), settings, llm=self.llm, output=str(run))  # run.json: `polc refine TASK`
         try:
             outcome = resume(run) if request is None else start(request)
@@ -346,9 +351,13 @@ class Experiment:
         except TableError as e:  # a damaged demonstration stops the experiment, saying which file
             raise ExperimentError(f"the demonstration cannot be used: {e}") from None
         result = fit(policy, load_demos(demos, policy.program), config, progress=self.progress)
+        recovery = None
+        if b.recovery:  # fitted again with the recovery laps; the better of the two on training seeds
+            result, recovery = self._with_recovery(policy, result, demos, config)
         check, choice = self._keep_better(policy, result.params, demos)
         info = result.info(demos=str(self.demo), keep=choice.to_json(),
-                           **({"closed_loop": check.to_json()} if check is not None else {}))
+                           **({"closed_loop": check.to_json()} if check is not None else {}),
+                           **({"recovery": recovery} if recovery is not None else {}))
         params = result.params
         if choice.kept == "declared":  # as `polc fit`: the declared weights, the fit kept beside them
             import jax
@@ -357,6 +366,40 @@ class Experiment:
             params = policy.init(jax.random.PRNGKey(0))
         save_params(str(dest), policy, params, info)
         return {"params": str(dest.relative_to(self.out)), "fit": info}
+
+    def _with_recovery(self, policy, clean, demos, config) -> tuple[Any, dict]:
+        """`Budget.recovery`: the recovery laps (recorded once as recovery.parquet in the output
+        directory, on the demonstration's own seeds), a fit to them and the demonstration as one,
+        and the better of it and `clean` on the closed-loop check's training seeds (both
+        scored there, mean actions; never the evaluation seeds): (the FitResult kept, its record)."""
+        import numpy as np
+
+        from ..il.closed_loop import training_seeds
+        from ..il.recovery import RECOVERY_FILE, Recovery, concat_demos, record_recovery
+        from ..il.train import fit, load_demos
+        from ..io.table import read_table
+        from ..trace.evaluate import evaluate_many
+        from ..trace.rollout import RolloutConfig
+        from ..trace.vector import default_n_envs
+
+        b = self.budget
+        used = [s for s in (demos.metadata or {}).get("seeds") or [] if isinstance(s, int)]
+        try:
+            path = record_recovery(self.base, Recovery(b.recovery), used, str(self.out / RECOVERY_FILE))
+        except ValueError as e:
+            raise ExperimentError(f"--recovery {b.recovery}: {e}") from None
+        laps = read_table(path)
+        mixed = fit(policy, concat_demos([load_demos(demos, policy.program), load_demos(laps, policy.program)]),
+                    config, progress=self.progress)
+        seeds = training_seeds(self.spec, max(b.il_check, 1), used)
+        plain, with_laps = (float(np.mean(r.values)) for r in evaluate_many(
+            policy, [clean.params, mixed.params], self.spec, seeds, RolloutConfig(n_envs=default_n_envs(len(seeds)))))
+        better = with_laps > plain if self.metric.higher_is_better else with_laps < plain
+        record = {"demos": [RECOVERY_FILE], "perturb": b.recovery, "laps": len(laps.metadata.get("seeds") or []),
+                  "seeds": seeds,
+                  "clean": round(plain, 4), "with_recovery": round(with_laps, 4),
+                  "kept": "with_recovery" if better else "clean"}
+        return (mixed if better else clean), record
 
     def _keep_better(self, policy, fitted_params, demos):
         """`polc fit`'s closed-loop check and choice (`Budget.il_keep`, `Budget.il_check` training
@@ -435,13 +478,36 @@ def task_folder(task: Task) -> Path:
 
 def _kept(fit: dict, refinement: dict, refined: bool) -> str:
     """The IL row's note: which weights were kept and why (the loop's last round for the
-    refined structure), or "" for a step cached before keep-better."""
+    refined structure), or "" for a step cached before keep-better; with recovery laps,
+    which fit (with or without them) and the recording's file."""
     if refined:
         rounds = refinement.get("rounds") or [{}]
         keep = rounds[-1].get("keep") or {}
     else:
         keep = (fit.get("fit") or {}).get("keep") or {}
-    return f"the {keep['kept']} weights: {keep['reason']}" if keep.get("kept") and keep.get("reason") else ""
+    note = f"the {keep['kept']} weights: {keep['reason']}" if keep.get("kept") and keep.get("reason") else ""
+    rec = _recovery_of(fit, refinement, refined)
+    if rec and "clean" in rec:
+        which = "with" if rec["kept"] == "with_recovery" else "without"
+        note += ((("; " if note else "") + f"fitted {which} the recovery laps {', '.join(rec['demos'])} "
+                  f"(--perturb {rec['perturb']}): {rec['with_recovery']:.4g} with them, {rec['clean']:.4g} "
+                  "without on the training seeds"))
+    return note
+
+
+def _recovery_of(fit: dict, refinement: dict, refined: bool) -> dict:
+    """The recovery record of a row's fit (the loop's last round for the refined structure), or {}."""
+    if refined:
+        return ((refinement.get("rounds") or [{}])[-1].get("recovery")) or {}
+    return (fit.get("fit") or {}).get("recovery") or {}
+
+
+def _recovery_demos(fit: dict, refinement: dict, refined: bool) -> int:
+    """The recovery laps a row's fit used (0 when it was fitted to the demonstration alone)."""
+    rec = _recovery_of(fit, refinement, refined)
+    if rec.get("kept") != "with_recovery":
+        return 0
+    return int(rec.get("laps") or 1)
 
 
 def _scores(ev) -> dict:
@@ -545,7 +611,8 @@ def digest_refinement(run: Path, metric: Any) -> dict:
         "final_round": last, "final_policy": str(final / "policy.pol"), "final_params": str(final / "params.json"),
         "rounds": [{"round": r["round"], "mean": r["eval"]["mean"], "std": r["eval"]["std"],
                     "seeds": r["eval"].get("seeds"), "move": (r.get("move") or {}).get("kind"),
-                    "structure_sha256": r.get("structure_sha256"), "keep": r.get("keep")} for r in rounds],
+                    "structure_sha256": r.get("structure_sha256"), "keep": r.get("keep"),
+                    **({"recovery": r["recovery"]} if r.get("recovery") else {})} for r in rounds],
         "metric": metric.key,
     }
 

@@ -5,7 +5,7 @@ parses its arguments into a `Request` (or `Overrides` with --resume) for the lib
     polc generate TASK.md --env car_racing -o initial.pol [--llm SPEC]
     polc refine TASK_DIR [--rounds 6] [--llm SPEC] [--llm-option KEY=VALUE]... [--feedback analysis|table|none]
                 [-o runs/NAME] [--quick] [--max-tokens N] [--max-cost USD] [--prices FILE]
-                [--candidates K [--ray auto|ADDRESS]] [--seed N]
+                [--candidates K [--ray auto|ADDRESS]] [--seed N] [--recovery steer=0.3 [--expert FILE.py:FN]]
     polc refine --resume runs/NAME [--max-tokens N] [--max-cost USD]
 
 Without --llm a run uses the first provider whose key is set: Gemini (gemini-2.5-flash) with
@@ -86,7 +86,8 @@ def _settings(args: argparse.Namespace) -> Any:
     try:
         settings = Settings(rounds=args.rounds, feedback=args.feedback, rollout_episodes=args.rollout_episodes,
                             eval_episodes=args.eval_episodes, validation_episodes=args.validation_episodes,
-                            candidates=args.candidates, seed=args.seed,
+                            candidates=args.candidates, seed=args.seed, recovery=args.recovery or "",
+                            expert=args.expert or "",
                             **({} if args.llm_timeout is None else {"llm_timeout": args.llm_timeout}),
                             **({} if args.max_reply_chars is None else {"max_reply_chars": args.max_reply_chars}))
     except ValueError as e:
@@ -209,6 +210,13 @@ def register(sub: Any) -> None:
     c.add_argument("--candidates", type=int, default=1, metavar="K",
                    help="revisions asked for per REVISE move; each is checked, fitted and scored, the best kept")
     c.add_argument("--seed", type=int, default=0, help="the fit's seed and the candidates' tie-breaking order")
+    c.add_argument("--recovery", metavar="SIGMA|NAME=SIGMA,...",
+                   help="record DART recovery laps once (the expert on the demonstration's seeds, its executed actions "
+                        "perturbed as `polc demos --perturb` does, e.g. steer=0.3) into the run directory; each round "
+                        "fits with and without them and keeps the better on the training seeds (default: the task's "
+                        "`recovery:` header, else off)")
+    c.add_argument("--expert", metavar="FILE.py:FUNCTION",
+                   help="with --recovery: the expert that records them (default: the environment's own)")
     from ..cluster.flags import add_ray_flags
 
     add_ray_flags(c, workers=False)  # with --candidates K >= 2: one Ray task per candidate

@@ -236,8 +236,10 @@ class Dialogue:
         else:
             weights = (f"Fitted weights, each with its declared value where the fit moved it: "
                        f"{moved_weights(self.fitted.weights, self.program.typed.weights)}.\n")
-        fit = (f"Fitted to the demonstration ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
-               f"validation loss {f['val_loss']:.4g}. " + weights + prior_text(f.get("priors") or {}, f["rows_train"]))
+        source, other = self._fit_source()
+        fit = (f"Fitted to {source} ({f['rows_train'] + f['rows_val']} steps) by imitation learning, "
+               f"validation loss {f['val_loss']:.4g}. " + other + weights
+               + prior_text(f.get("priors") or {}, f["rows_train"]))
         outside = self._outside_ranges()
         if outside:
             fit += f"\n{outside}\nThe fit used every row as it is.\n"
@@ -250,6 +252,23 @@ class Dialogue:
                                 history=context.history(self.history, self.s.feedback, self.ctx.metric,
                                                         self.ctx.task.instance, current=self.m),
                                 pol=self.text.rstrip(), fit=fit)
+
+    def _fit_source(self) -> tuple[str, str]:
+        """(what the weights were fitted to, a sentence on the other fit): the demonstration and
+        "" (the words every prompt had before --recovery), or with --recovery which of the two
+        fits (with and without the recovery laps) was kept and their scores on the training seeds."""
+        rec = self.m.recovery
+        if not rec:
+            return "the demonstration", ""
+        laps = f"recovery laps (the expert's actions perturbed, `polc demos --perturb {rec['perturb']}`)"
+        if "clean" not in rec:
+            return "the demonstration alone", f"{rec.get('reason', 'The fit with ' + laps + ' failed')}. "
+        where = f"on the training {self.ctx.task.instance}s"
+        if rec["kept"] == "with_recovery":
+            return (f"the demonstration and {laps}", f"This fit scored {rec['with_recovery']:.4g} {where}, the "
+                    f"fit to the demonstration alone {rec['clean']:.4g}, so this one is used. ")
+        return ("the demonstration", f"A fit with {laps} beside it scored {rec['with_recovery']:.4g} {where}, "
+                f"this one {rec['clean']:.4g}, so this one is used. ")
 
     def _outside_ranges(self) -> str:
         """Where the demonstration leaves this structure's declared ranges ('' if nowhere)."""

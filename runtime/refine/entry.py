@@ -127,7 +127,8 @@ def _new_run(inv: Invocation):
     if not inv.task:
         raise UsageError("polc: refine needs a task folder (e.g. examples/car_racing), or --resume RUNDIR.")
     task = load_task(inv.task, inv.env)
-    settings = replace(inv.settings, ray_address=inv.ray_address)
+    settings = replace(inv.settings, ray_address=inv.ray_address, recovery=inv.settings.recovery or task.recovery)
+    _verify_recovery(settings, task)
     choice = with_options(choose(inv.llm, task.dir), inv.llm_option)
     if choice.scripted:
         _verify_session(choice, settings)
@@ -239,6 +240,26 @@ def with_options(choice: Any, pairs: Any) -> Any:
     except ValueError as e:
         raise UsageError(f"polc: {e}.") from None
     return replace(choice, options=tuple(options.items()))
+
+
+def _verify_recovery(settings: Settings, task: Any) -> None:
+    """--recovery (or the task's `recovery:` header) names actions of the environment, which has
+    an expert (or --expert gives one): refused before the run directory is made."""
+    if not settings.recovery:
+        if settings.expert:
+            raise UsageError("polc: --expert records recovery laps: give --recovery too (e.g. --recovery steer=0.3).")
+        return
+    from .. import envs
+    from ..il.recovery import Recovery
+
+    try:
+        spec = envs.get(task.env)
+    except (KeyError, envs.EnvError):
+        return  # the run itself says what is wrong with the environment, as without --recovery
+    try:
+        Recovery(settings.recovery, expert=settings.expert).resolve(spec)
+    except ValueError as e:
+        raise UsageError(f"polc: --recovery {settings.recovery}: {e}.") from None
 
 
 def _verify_session(choice: Any, settings: Any) -> None:

@@ -49,7 +49,7 @@ from .runcontext import RunContext
 from .scripted import TOKEN_ESTIMATE, Choice, WaitingForReply, open_backend
 from .work import (FitFailed, Fitted, Settings, check, declared_scores, environment, evaluate_on,
                    evaluate_returns, fit_program, keep_choice, metric_of, rollout_seeds, traced_rollout,
-                   validation_seeds, with_declared)
+                   training_scores, validation_seeds, with_declared)
 
 
 
@@ -110,6 +110,7 @@ class Loop:
         self.seeds = rollout_seeds(self.spec, self.demo.metadata.get("seeds", []), settings.rollout_episodes)
         self.validation = validation_seeds(self.spec, self.demo.metadata.get("seeds", []), self.seeds,
                                            settings.validation_episodes)
+        self.recovery = self._recovery_demos() if settings.recovery else None  # --recovery: the table
         self.ctx = RunContext(run, task, settings, ui, self.spec, self.metric, self.demo, tuple(self.seeds),
                               tuple(self.validation))
         self.history = [_recorded(run, k) for k in run.complete_rounds()]
@@ -119,6 +120,26 @@ class Loop:
                                                                         timeout=settings.llm_timeout)
         self.meter = self._meter(prices, budget)
         write_seeds(run, self)
+
+    def _recovery_demos(self) -> Any:
+        """--recovery: the expert's perturbed laps on the demonstration's own seeds, recorded once
+        into the run directory (`recovery.parquet`; a resumed run reuses them) and read."""
+        from ..il.recovery import RECOVERY_FILE, Recovery, record_recovery
+        from ..io.table import read_table
+
+        s = self.settings
+        seeds = [int(x) for x in self.demo.metadata.get("seeds") or []]
+        if not seeds:
+            raise TaskError(f"--recovery: the demonstration {self.task.demo} names no seeds to record the "
+                            "recovery laps on (record it with `polc demos`).")
+        path = str(self.run_dir.path / RECOVERY_FILE)
+        self.ui.notice(f"recovery demonstrations: the expert on seed(s) {', '.join(map(str, seeds))} with "
+                       f"--perturb {s.recovery} -> {path}")
+        try:
+            full = getattr(self.spec, "spec", self.spec)  # whole episodes, as the demonstration (--quick cuts rollouts)
+            return read_table(record_recovery(full, Recovery(s.recovery, expert=s.expert), seeds, path))
+        except ValueError as e:
+            raise TaskError(f"--recovery {s.recovery}: {e}.") from None
 
     def _meter(self, prices: Any, budget: Budget) -> Meter:
         """The run's meter, starting from everything the run has spent: its complete rounds and
@@ -219,6 +240,8 @@ class Loop:
                     fitted = fit_program(program, self.demo, s)
                 finally:
                     m.timed("fit", t)
+                if self.recovery is not None:
+                    fitted = self._with_recovery(k, program, fitted, m)
                 self._keep(k, fitted, program, text, m)
                 fitted = self._observe(k, fitted, program, text, m, final)
                 break
@@ -243,6 +266,44 @@ class Loop:
                 program, text = self._regenerate(k, text, str(e), regenerations, call, template)
         m.regenerations = regenerations
         return fitted, program, text
+
+    def _with_recovery(self, k: int, program: Any, clean: Fitted, m: Round) -> Fitted:
+        """--recovery: the structure fitted again with the recovery laps beside the demonstration,
+        and the better of the two fits on the training seeds kept (docs/results.md, "Causal
+        confusion": the laps lift some structures and cost others, and the training seeds
+        ranked the two fits as the unseen tracks did); `m.recovery` says which and why."""
+        from ..il.recovery import RECOVERY_FILE
+
+        s = self.settings
+        self.ui.phase(k, "fitting to the demonstration and the recovery laps")
+        t = time.monotonic()
+        record = {"demos": [RECOVERY_FILE], "perturb": s.recovery, "laps": len(self.demo.metadata.get("seeds") or []),
+                  "seeds": list(self.seeds)}
+        try:
+            mixed = fit_program(program, self.demo, s, [self.recovery])
+        except FitFailed as e:
+            m.recovery = {**record, "kept": "clean", "reason": f"The fit with the recovery laps failed: {e}"}
+            return clean
+        finally:
+            m.timed("fit", t)
+        self.ui.phase(k, f"closed loop: both fits on the {len(self.seeds)} training seed(s)")
+        t = time.monotonic()
+        try:
+            plain, with_laps = training_scores([clean, mixed], self.spec, self.seeds, s)
+        except ValueError as e:  # a non-finite action: the clean fit goes on (its own rollout says if it was it)
+            if not _non_finite(e):
+                raise
+            m.recovery = {**record, "kept": "clean", "reason": f"A fit's action was not finite on the training "
+                                                               f"seeds, so the fit to the demonstration alone is used: {e}"}
+            return clean
+        finally:
+            m.timed("rollout", t)
+        a, b = sum(plain) / len(plain), sum(with_laps) / len(with_laps)
+        better = b > a if self.metric.higher_is_better else b < a
+        m.recovery = {**record, "clean": round(a, 4), "with_recovery": round(b, 4),
+                      "kept": "with_recovery" if better else "clean", "episodes": 2 * len(self.seeds)}
+        kept = mixed if better else clean
+        return kept._replace(info={**kept.info, "recovery": m.recovery})
 
     def _keep(self, k: int, fitted: Fitted, program: Any, text: str, m: Round) -> None:
         """Save the fitted structure and its params, and what the metrics say of them."""
@@ -312,6 +373,8 @@ class Loop:
                 m.timed("rollout", t)
                 m.weights, m.rollout_returns = fitted.weights, [round(r, 2) for r in traced.returns]
                 m.rollout_scores, m.resets = scores.rounded(traced.scores, self.metric), 3 * len(self.seeds)
+        if m.recovery and "episodes" in m.recovery:  # the two fits scored on the training seeds
+            m.resets += m.recovery["episodes"]
         if traced.successes is not None:  # of the rollout kept (the declared weights' when they won)
             m.rollout_successes = traced.successes
         if shown and self.validation:  # scores the model is told: how the policy does beyond its two tracks

@@ -32,6 +32,7 @@ class Round:
     structure_sha256: Optional[str] = None
     fit: Optional[dict] = None                    # loss, val_loss, train_loss, restart, epoch, seconds
     weights: Optional[dict] = None                # name -> constrained value (the weights kept)
+    recovery: Optional[dict] = None               # --recovery: the clean fit vs the fit with the recovery laps
     demo_outside_ranges: Optional[list[dict]] = None  # columns of the demonstration outside declared ranges
     rollout_seeds: Optional[list[int]] = None     # the traced training seeds
     rollout_returns: Optional[list[float]] = None

@@ -22,6 +22,7 @@ UNSAVED = ("ray_address",)  # settings of one invocation: a resumed run takes th
 DEFAULT_VALIDATION_EPISODES = 4
 # Settings a run.json written before they existed lacks: the value such a run had, not today's default.
 BEFORE_SAVED = {"validation_episodes": 0}
+OPTIONAL = ("recovery", "expert")  # saved only when given: run.json of a run without them is as it was
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class Settings:
     candidates: int = 1              # revisions asked for per REVISE move; the best is kept (1: the paper's loop)
     seed: int = 0                    # the fit's seed and the candidates' order (seeds.json records every seed)
     keep: str = "best"               # polc fit --keep: best (declared weights when the fit is worse on the training seeds) | fitted
+    # --recovery: DART recovery laps (`polc demos --perturb` text, "steer=0.3") recorded once on the
+    # demonstration's seeds; each round fits with and without them and keeps the better on the
+    # training seeds. "": off (the default, and what runs before it saved: absent from run.json).
+    recovery: str = ""
+    expert: str = ""                 # --expert FILE.py:FUNCTION that records them ("": the environment's own)
     # the Ray cluster a population's candidates are fitted and scored on (--ray, $POLC_RAY_ADDRESS);
     # None: in this process. Where the run is, not how it refines: never saved in run.json (UNSAVED).
     ray_address: Optional[str] = None
@@ -75,7 +81,8 @@ class Settings:
             raise ValueError(f"the LLM time limit must be a positive number of seconds, not {self.llm_timeout}")
 
     def to_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in UNSAVED}
+        return {k: v for k, v in asdict(self).items()
+                if k not in UNSAVED and not (k in OPTIONAL and v == "")}
 
     @classmethod
     def from_json(cls, data: dict) -> "Settings":
@@ -191,11 +198,13 @@ class Fitted(NamedTuple):
     weights: dict    # name -> constrained value (float or nested list)
 
 
-def fit_program(program: Any, demo: Any, settings: Settings) -> Fitted:
-    """Imitation learning of `program` on the demonstration table `demo`; `FitFailed`
-    with the reason when no restart produced finite weights."""
+def fit_program(program: Any, demo: Any, settings: Settings, more: Sequence[Any] = ()) -> Fitted:
+    """Imitation learning of `program` on the demonstration table `demo` (and the tables in
+    `more`, fitted as one with it: recovery laps); `FitFailed` with the reason when no
+    restart produced finite weights."""
     import numpy as np
 
+    from ..il.recovery import concat_demos
     from ..il.train import FitConfig, FitError, fit, load_demos
 
     policy = program.compile()
@@ -203,6 +212,8 @@ def fit_program(program: Any, demo: Any, settings: Settings) -> Fitted:
                        seed=settings.seed)
     try:
         demos = load_demos(demo, policy.program)
+        if more:
+            demos = concat_demos([demos] + [load_demos(t, policy.program) for t in more])
         result = fit(policy, demos, config)
     except FitError as e:
         raise FitFailed(str(e)) from None
@@ -312,6 +323,16 @@ def with_declared(fitted: Fitted, choice: Any) -> Fitted:
     weights = {w.name: np.asarray(constrained[w.name], np.float64).tolist() for w in fitted.policy.program.weights}
     return Fitted(fitted.policy, params, {**fitted.info, "keep": choice.to_json(), "fitted_weights": fitted.weights},
                   weights)
+
+
+def training_scores(fits: Sequence[Fitted], spec: Any, seeds: Sequence[int], settings: Settings) -> list[list[float]]:
+    """The environment's metric per seed of each fit of one structure on `seeds` (training
+    seeds), mean actions, untraced, in one set of environments (`evaluate_many`)."""
+    from ..trace.evaluate import evaluate_many
+
+    results = evaluate_many(fits[0].policy, [f.params for f in fits], spec, list(seeds),
+                            rollout_config(settings, len(seeds), trace=False))
+    return [[float(v) for v in r.values] for r in results]
 
 
 def evaluate_returns(fitted: Fitted, spec: Any, settings: Settings):

@@ -9,6 +9,8 @@ task.md may start with a header (`header.front_matter`) whose keys are
     latents:   a, b: the latents Figure 6 compares
     instance:  what a seed selects, as the prompts name it (default "seed"; the car: "track")
     constant:, moves:   what the task expects of its policies (`diagnostics.task.Expectations`)
+    recovery:  steer=0.3: the refinement loop records recovery laps with this `--perturb`
+               (`polc refine --recovery`; default: none)
 
 and the rest of task.md is the text the model reads.
 """
@@ -41,6 +43,7 @@ class Task:
     latents: tuple[str, ...] = ()  # header `latents: a, b`: what Figure 6 compares
     instance: str = "seed"  # header `instance:`: what a seed selects, as the prompts name it ("track")
     expect: Optional["Expectations"] = None  # headers `constant:` and `moves:`
+    recovery: str = ""  # header `recovery:`: the loop's recovery laps (`polc refine --recovery`); "": none
 
 
 def load_task(task_dir: str, env: Optional[str] = None) -> Task:
@@ -66,7 +69,8 @@ def load_task(task_dir: str, env: Optional[str] = None) -> Task:
     except DiagnosticsError as e:
         raise TaskError(str(e).rstrip(".") + ".") from None
     return Task(d, text.strip() + "\n", env or header.get("env") or d.resolve().name, demo,
-                initial if initial.is_file() else None, latents, header.get("instance") or "seed", expect)
+                initial if initial.is_file() else None, latents, header.get("instance") or "seed", expect,
+                header.get("recovery", ""))
 
 
 __all__ = ["Task", "TaskError", "load_task"]

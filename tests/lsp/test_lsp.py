@@ -26,6 +26,7 @@ from pygls.lsp.client import LanguageClient
 from polc import cli
 from polc.fmt import format_program
 from polc.lsp import analyze_document, builtins
+from polc.lsp.environment import Environments
 from polc.frontend.parse import parse_program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,9 +116,12 @@ def position_of(text: str, needle: str, offset: int = 0, nth: int = 0) -> L.Posi
 
 
 def check_json(path: Path) -> list[dict]:
+    """`polc check --verbose --format json`, with `--env NAME` where a task folder above the
+    file names its environment (the server checks against it: `lsp/environment.py`)."""
+    found = Environments().find(str(path))
     out = io.StringIO()
     with redirect_stdout(out):
-        cli.main(["check", "--verbose", "--format", "json", str(path)])
+        cli.main(["check", "--verbose", "--format", "json", str(path)] + (["--env", found.name] if found else []))
     return json.loads(out.getvalue())
 
 
@@ -152,6 +156,36 @@ def test_diagnostics_are_polc_checks(lsp, path):
     uri = lsp.open(text, path)
     assert [from_lsp(d) for d in lsp.diagnostics(uri)] == [from_json(d, text) for d in check_json(path)]
     assert all(d.source == "polc" for d in lsp.diagnostics(uri))
+
+
+def test_the_environment_of_the_task_folder_is_checked_w0509_at_the_echo_read(lsp):
+    """copycat.pol's folder has a task.md naming `env: car_racing`, whose schema says
+    `steer_ind` echoes `steer`: the server warns at the read, as `polc check --env` does."""
+    path = ROOT / "examples" / "car_racing" / "copycat.pol"
+    text = path.read_text(encoding="utf-8")
+    uri = lsp.open(text, path)
+    (echo,) = [d for d in lsp.diagnostics(uri) if d.code == "W0509"]
+    assert echo.severity == L.DiagnosticSeverity.Warning
+    assert echo.range.start == position_of(text, "+ k_ind * steer_ind", 10)
+    assert echo.message.startswith('The action "steer" depends on the observation "steer_ind", which echoes its own')
+
+
+def test_a_task_md_above_the_file_names_its_environment_and_an_edit_of_it_is_seen(lsp, tmp_path):
+    task = tmp_path / "task"
+    (task / "drafts").mkdir(parents=True)
+    (task / "task.md").write_text("---\nenv: car_racing\n---\nDrive.\n", encoding="utf-8")
+    text = (ROOT / "examples" / "car_racing" / "copycat.pol").read_text(encoding="utf-8")
+    uri = lsp.open(text, task / "drafts" / "mine.pol")
+    assert [d.code for d in lsp.diagnostics(uri) if d.code.startswith(("W05", "E05"))] == ["W0509"]
+    # The task.md now names an environment polc does not know: the next check says so.
+    (task / "task.md").write_text("---\nenv: car_racin\n---\nDrive.\n", encoding="utf-8")
+    os.utime(task / "task.md", ns=(1, 1))  # another mtime, however coarse the file system's clock
+    lsp.change(uri, text + "\n")
+    (unknown,) = [d for d in lsp.diagnostics(uri) if d.code.startswith(("W05", "E05"))]
+    assert unknown.code == "E0500" and 'There is no environment "car_racin". Did you mean "car_racing"?' in unknown.message
+    # Without a task folder above it, the same text gets no environment diagnostics.
+    uri = lsp.open(text, tmp_path / "loose.pol")
+    assert not [d for d in lsp.diagnostics(uri) if d.code.startswith(("W05", "E05"))]
 
 
 def test_the_broken_programs_do_get_errors(lsp):
