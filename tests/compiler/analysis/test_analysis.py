@@ -115,7 +115,7 @@ def test_the_witness_really_breaks_the_intent():
 def test_the_example_programs_give_the_same_verdicts():
     import pathlib
 
-    root = pathlib.Path(__file__).resolve().parents[3] / "examples" / "car_racing" / "slip"
+    root = pathlib.Path(__file__).resolve().parents[3] / "examples" / "slip"
     if not root.exists():
         pytest.skip("examples not present")
     verdicts = {}

@@ -19,7 +19,7 @@ from polc.messages import ice
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.pol"))
 IDS = [p.relative_to(ROOT / "examples").as_posix() for p in EXAMPLES]
-WARNS = ROOT / "examples" / "car_racing" / "slip" / "round0.pol"  # an unconstrained coefficient: W0406
+WARNS = ROOT / "examples" / "slip" / "round0.pol"  # an unconstrained coefficient: W0406
 BROKEN = ROOT / "tests" / "golden" / "64_many_errors.pol"
 CODE = re.compile(r"^\w+ (?:error|warning|note) \[([EWI]\d{4})\]", re.MULTILINE)
 

@@ -310,7 +310,7 @@ def test_a_checker_error_comes_with_the_checkers_warnings_found_so_far():
 def test_the_papers_round3_slip_compression_is_proved_decreasing_in_the_raw_slip():
     """`target_speed decreasing in p` through `slip_c = p / (1 + alpha * p)` (alpha >= 0, p >= 0):
     unknown (W0407) before the rational rule, proved now."""
-    text = (ROOT / "examples/car_racing/slip/round3.pol").read_text()
+    text = (ROOT / "examples/slip/round3.pol").read_text()
     text = text.replace("expect target_speed decreasing in slip_c", "expect target_speed decreasing in p")
     p = loads(text, "round3.pol")
     assert [(r.intent.text, r.status) for r in p.analysis.intents] == [
