@@ -19,7 +19,7 @@ one as `env = "gym:polc.runtime.envs.memory_tasks:ID"` (gymnasium's `MODULE:ID` 
   when it is taken. Its contact force reads vibration in [0, 0.4] while the hand is empty, about
   0.9 when the object arrives, between 0.25 and 0.45 once it is held (the object settles in the
   closed fingers), and below 0.15 after it is taken. No single threshold tells "hold" from
-  "empty": squeezing while empty costs `grip`, an open grip (`grip < 0.5`) on a settled object
+  "empty": squeezing while empty costs `2 * grip`, an open grip (`grip < 0.5`) on a settled object
   drops it (-20, the episode ends), each step holding it earns 1. Hidden: the object is in the
   hand. 60 steps.
 - `MemoryContact-v0` (timer.pol): a probe keeps touching a surface that recedes at an unknown
@@ -151,7 +151,7 @@ class Grip(gym.Env):
                 self.present = self.held = False
                 reward, terminated = -20.0, True
         else:
-            reward = -grip  # squeezing an empty hand
+            reward = -2.0 * grip  # squeezing an empty hand
         self.t += 1
         if self.t == self.arrive and not terminated:
             self.present = True
