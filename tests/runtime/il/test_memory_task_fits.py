@@ -33,6 +33,7 @@ def _trace(tmp_path: Path, name: str, params: Path, seed: int, episodes: int = 1
     return {c: table.column(c).to_numpy() for c in table.column_names}
 
 
+@pytest.mark.slow  # a fit's compile and a rollout's: 2 to 5 s of CPU each
 @pytest.mark.parametrize("name", NAMES)
 def test_the_example_fits_on_its_demonstration_and_traces_its_states(name, tmp_path):
     params = tmp_path / f"{name}.params"
