@@ -57,8 +57,8 @@ def latch(obs: dict) -> dict:
 
 
 def timer(obs: dict) -> dict:
-    """timer, privileged: pushes in proportion to the hidden gap."""
-    return {"search": _clip(20.0 * float(obs["gap"]), 0, 1)}
+    """timer, privileged: reads the steps to the next bounce and pushes through the last 4."""
+    return {"push": 1.0 if float(obs["to_bounce"]) <= 4 else 0.0}
 
 
 class RateLimit:

@@ -22,10 +22,12 @@ one as `env = "gym:polc.runtime.envs.memory_tasks:ID"` (gymnasium's `MODULE:ID` 
   "empty": squeezing while empty costs `2 * grip`, an open grip (`grip < 0.5`) on a settled object
   drops it (-20, the episode ends), each step holding it earns 1. Hidden: the object is in the
   hand. 60 steps.
-- `MemoryContact-v0` (timer.pol): a probe keeps touching a surface that recedes at an unknown
-  speed (0.003 to 0.01 per step); the probe closes the gap by `0.05 * search` per step and senses
-  contact only (gap below 0.002). Reward: `-10 * gap - 0.1 * search^2` per step. Hidden: the gap.
-  100 steps.
+- `MemoryBounce-v0` (timer.pol): a ball bounces on a paddle every `P` steps, `P` drawn per
+  episode in 12..20 (the first bounce within the first period); the policy senses only the
+  contact, at the step of a bounce. The paddle's speed follows `push` with a lag,
+  `speed = 0.6 * speed + 0.4 * push`, a bounce earns `2 * speed` and pushing costs `0.1 * push^2`
+  per step: the push must come before the bounce, so a policy must know how long it has been
+  since the last one. Hidden: the steps to the next bounce. 100 steps.
 - `MemoryHeading-v0` (rate_limit.pol): a vehicle's heading error, which `steer` in [-1, 1] turns
   by `0.2 * steer` rad per step; the set heading jumps by 0.5 to 2 rad (either sign) every 20 to
   40 steps. Reward: `-|err| - 10 * (steer - previous steer)^2`: a steering jerk costs. 120 steps.
@@ -53,7 +55,7 @@ import numpy as np
 
 POINT_MASS_ID = "MemoryPointMass-v0"
 GRIP_ID = "MemoryGrip-v0"
-CONTACT_ID = "MemoryContact-v0"
+BOUNCE_ID = "MemoryBounce-v0"
 HEADING_ID = "MemoryHeading-v0"
 GAIT_ID = "MemoryGait-v0"
 PICK_PLACE_ID = "MemoryPickPlace-v0"
@@ -161,29 +163,41 @@ class Grip(gym.Env):
         return self._obs(), reward, terminated, False, {}
 
 
-class Contact(gym.Env):
-    """A probe following a receding surface by touch alone (the module docstring). Observation:
-    contact, gap (hidden); action: search in [0, 1]."""
+class Bounce(gym.Env):
+    """A ball bouncing on a paddle at a period unknown to the policy (the module docstring).
+    Observation: contact, steps to the next bounce (hidden); action: push in [0, 1]."""
 
-    SPEED, TOUCH = 0.05, 0.002
+    LAG, GAIN, EFFORT = 0.6, 2.0, 0.1
 
     def __init__(self):
-        self.observation_space = _box([0, 0], [1, 1])
+        self.observation_space = _box([0, 0], [1, 20])
         self.action_space = _box([0], [1])
-        self.gap = self.drift = 0.0
+        self.t = self.first = self.period = 0
+        self.speed = 0.0
 
-    def _obs(self) -> np.ndarray:
-        return np.asarray([float(self.gap < self.TOUCH), min(self.gap, 1.0)], np.float32)
+    def _to_bounce(self) -> int:
+        if self.t < self.first:
+            return self.first - self.t
+        return self.period - (self.t - self.first) % self.period
+
+    def _obs(self, contact: bool) -> np.ndarray:
+        return np.asarray([float(contact), float(self._to_bounce())], np.float32)
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         super().reset(seed=seed)
-        self.gap, self.drift = 0.0, float(self.np_random.uniform(0.003, 0.01))
-        return self._obs(), {}
+        r = self.np_random
+        self.period = int(r.integers(12, 21))
+        self.first = int(r.integers(1, self.period + 1))
+        self.t, self.speed = 0, 0.0
+        return self._obs(False), {}
 
     def step(self, action: Any):
-        search = float(np.clip(np.asarray(action, np.float64).reshape(-1)[0], 0, 1))
-        self.gap = max(self.gap + self.drift - self.SPEED * search, 0.0)
-        return self._obs(), -10.0 * self.gap - 0.1 * search * search, False, False, {}
+        push = float(np.clip(np.asarray(action, np.float64).reshape(-1)[0], 0, 1))
+        self.speed = self.LAG * self.speed + (1 - self.LAG) * push
+        self.t += 1
+        bounce = self.t >= self.first and (self.t - self.first) % self.period == 0
+        reward = self.GAIN * self.speed * bounce - self.EFFORT * push * push
+        return self._obs(bounce), reward, False, False, {}
 
 
 class Heading(gym.Env):
@@ -317,10 +331,10 @@ def _register(env_id: str, entry: str, steps: int) -> None:
 
 _register(POINT_MASS_ID, "PointMass", 100)
 _register(GRIP_ID, "Grip", 60)
-_register(CONTACT_ID, "Contact", 100)
+_register(BOUNCE_ID, "Bounce", 100)
 _register(HEADING_ID, "Heading", 120)
 _register(GAIT_ID, "Gait", 100)
 _register(PICK_PLACE_ID, "PickPlace", 150)
 
-__all__ = ["CONTACT_ID", "Contact", "GAIT_ID", "GRIP_ID", "Gait", "Grip", "HEADING_ID", "Heading",
+__all__ = ["BOUNCE_ID", "Bounce", "GAIT_ID", "GRIP_ID", "Gait", "Grip", "HEADING_ID", "Heading",
            "PICK_PLACE_ID", "POINT_MASS_ID", "PickPlace", "PointMass"]

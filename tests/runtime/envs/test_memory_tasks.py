@@ -18,10 +18,10 @@ from polc.runtime.envs.gym_env import resolve
 
 ROOT = Path(__file__).resolve().parents[3]
 MEMORY = ROOT / "examples" / "memory"
-TASKS = {"pid": mt.POINT_MASS_ID, "lowpass": mt.POINT_MASS_ID, "latch": mt.GRIP_ID, "timer": mt.CONTACT_ID,
+TASKS = {"pid": mt.POINT_MASS_ID, "lowpass": mt.POINT_MASS_ID, "latch": mt.GRIP_ID, "timer": mt.BOUNCE_ID,
          "rate_limit": mt.HEADING_ID, "oscillator": mt.GAIT_ID, "pick_place": mt.PICK_PLACE_ID}
 HIDDEN = {"pid": {"true_position", "velocity", "disturbance"}, "lowpass": {"true_position", "velocity"},
-          "latch": {"present"}, "timer": {"gap"}, "rate_limit": set(), "oscillator": set(),
+          "latch": {"present"}, "timer": {"to_bounce"}, "rate_limit": set(), "oscillator": set(),
           "pick_place": {"held", "grasp_p"}}
 
 
@@ -89,6 +89,22 @@ def test_the_grip_drops_a_held_object_it_opens_on():
     assert reward == 1 and not term and 0.25 <= obs[0] <= 0.45  # settled: below any "on" level
     obs, reward, term, *_ = env.step(np.zeros(1))
     assert reward == -20 and term and obs[1] == 0
+
+
+def test_a_bounce_pays_for_the_paddle_speed_built_up_before_it():
+    env = mt.Bounce()
+    obs, _ = env.reset(seed=0)
+    k = int(obs[1])  # steps to the first bounce
+    for i in range(k):
+        obs, reward, *_ = env.step(np.ones(1))
+        assert obs[0] == (1.0 if i == k - 1 else 0.0)
+    assert reward == pytest.approx(2.0 * (1 - 0.6 ** k) - 0.1)  # the push of every step before it counts
+    assert obs[1] == env.period  # the next one a period later
+    env = mt.Bounce()
+    env.reset(seed=0)
+    for i in range(k):  # pushing only at the bounce's own step is too late for most of it
+        obs, reward, *_ = env.step(np.ones(1) if i == k - 1 else np.zeros(1))
+    assert reward == pytest.approx(2.0 * 0.4 - 0.1)
 
 
 def _pick_place_at_object(seed: int) -> mt.PickPlace:
