@@ -73,8 +73,8 @@ def _walk(tp, seq):
 
 def test_the_pick_place_machine_walks_through_its_modes_with_a_dwell_and_a_retry():
     tp = polc.load(str(ROOT / "examples" / "memory" / "pick_place.pol")).typed
-    far = {"dist_xy": 0.5, "height": 0.3, "force": 0.0, "goal_dist": 1.0}
-    above = dict(far, dist_xy=0.0)
+    far = {"dx_obj": 0.5, "height": 0.3, "force": 0.0, "dx_goal": 1.0}
+    above = dict(far, dx_obj=0.0)
     down = dict(above, height=0.0)
     gripped = dict(down, force=0.8)
     up = dict(gripped, height=0.3)
