@@ -1,0 +1,238 @@
+"""Compiled executables kept on disk, so that a warm process neither traces nor lowers.
+
+JAX's persistent compilation cache (`jaxcache.py`) saves XLA's compile, but a jitted
+function is still traced to a jaxpr and lowered to StableHLO in every process, because the
+lowered module is the cache's key: for `polc fit` that was 19 functions and, on the Car
+Racing example, 1.5-2 s of CPU in a warm process (the training loop's trace alone ~1 s);
+for `polc eval` about 0.2 s. Here the key is what the function is made from instead:
+
+    the policy's source text (only policies that `register` vouches for: compiled by
+    `polc.compile` from that text with the default lowering), what the caller says the
+    function closes over (`key`: a configuration, a structure digest), the types of the
+    arguments (tree structure, shapes, dtypes, weak types), jax's settings that change a
+    trace, `XLA_FLAGS`, the devices, and a digest of polc's own source and of the
+    simulators' and jax's versions (`score_cache._code_digest`)
+
+and the value is the executable serialized by `jax.experimental.serialize_executable`.
+A miss traces, lowers and compiles as `jax.jit` would (XLA's compile still served by the
+persistent cache) and stores the result; a file that cannot be read, loaded or written,
+or an executable that cannot be serialized, is a miss and the function runs as a plain
+`jax.jit`. The same executable is loaded, so results are identical bit for bit
+(tests/runtime/il/test_executables.py).
+
+Where: `$XDG_CACHE_HOME/polc/executables/<machine>` (the compile cache's sibling, per CPU
+as it is); off when the compile cache is off (`POLC_NO_COMPILE_CACHE=1`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+
+# id(policy) -> (policy, digest of its source): the policies whose functions may be cached
+# by their source. Kept small: a command registers the one or two policies it compiles.
+_registered: dict[int, tuple[Any, str]] = {}
+_REGISTERED_KEPT = 8
+
+# jax settings read while tracing (a changed one must not load another setting's executable)
+_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
+           "jax_numpy_dtype_promotion", "jax_default_prng_impl", "jax_threefry_partitionable",
+           "jax_enable_checks", "jax_debug_nans", "jax_debug_infs", "jax_disable_jit")
+
+_counts = {"hits": 0, "misses": 0, "stored": 0}  # this process's (tests read them)
+
+
+def register(policy, source: str, lowering: str = "default") -> None:
+    """Vouch that `policy` (a `CompiledPolicy`) is what `polc.loads(source).compile()` makes,
+    lowered as `lowering` says: its jitted functions may then be cached by `source`."""
+    digest = hashlib.sha256(f"{lowering}\0{source}".encode()).hexdigest()
+    _registered[id(policy)] = (policy, digest)
+    while len(_registered) > _REGISTERED_KEPT:
+        del _registered[next(iter(_registered))]
+
+
+def policy_digest(policy) -> Optional[str]:
+    """The digest `register` recorded for `policy`, or None (not registered: never cached)."""
+    hit = _registered.get(id(policy))
+    return hit[1] if hit is not None and hit[0] is policy else None
+
+
+def directory() -> Optional[Path]:
+    """Where executables are kept, or None when the compile cache is off."""
+    from . import jaxcache
+
+    if jaxcache.disabled():
+        return None
+    return jaxcache.cache_root().parent / "executables" / jaxcache.machine_key()
+
+
+def cached(jitted: Callable, policy, name: str, key: Any) -> Callable:
+    """`jitted` (a `jax.jit` function of `policy`), its executables kept on disk under
+    `name` and `key` (everything else it closes over, as a repr-stable value). Returns
+    `jitted` itself when `policy` is not registered or the cache is off."""
+    digest = policy_digest(policy)
+    where = directory()
+    if digest is None or where is None:
+        return jitted
+    return _Cached(jitted, where, f"{name}\0{digest}\0{key!r}")
+
+
+class _Cached:
+    """A jitted function whose executables, one per argument signature, come from disk."""
+
+    def __init__(self, jitted: Callable, where: Path, base: str):
+        self.jitted, self.where, self.base = jitted, where, base
+        self._last: Optional[tuple] = None   # (signature, executable) of the last call
+        self._by_signature: dict = {}
+
+    def __call__(self, *args):
+        import jax
+
+        leaves, tree = jax.tree.flatten(args)
+        signature = (tree, tuple(_leaf_type(x) for x in leaves))
+        last = self._last
+        if last is not None and last[0] == signature:
+            return last[1](*args)
+        run = self._by_signature.get(signature)
+        if run is None:
+            run, path = self._load_or_compile(signature, args)
+            if path is not None:  # loaded: its first call proves it runs, else it is compiled afresh
+                try:
+                    out = run(*args)
+                except jax.errors.JaxRuntimeError:
+                    _unlink(path)
+                    run = self._compile(path, args)
+                    out = run(*args)
+                self._by_signature[signature] = run
+                self._last = (signature, run)
+                return out
+            self._by_signature[signature] = run
+        self._last = (signature, run)
+        return run(*args)
+
+    def _load_or_compile(self, signature: tuple, args: tuple) -> tuple[Callable, Optional[Path]]:
+        """(the executable, its file when it was loaded from one)."""
+        h = hashlib.sha256()
+        for part in (self.base, repr(signature), _settings(), _code_digest()):
+            h.update(part.encode() + b"\0")
+        path = self.where / f"{h.hexdigest()[:40]}.exe"
+        loaded = _load(path)
+        if loaded is not None:
+            _counts["hits"] += 1
+            return loaded, path
+        _counts["misses"] += 1
+        return self._compile(path, args), None
+
+    def _compile(self, path: Path, args: tuple) -> Callable:
+        try:
+            lowered = self.jitted.trace(*args).lower()
+        except Exception:  # what jit itself would raise, raised by jit (with its own message)
+            return self.jitted
+        with _without_persistent_cache():
+            compiled = lowered.compile()
+        _store(path, compiled)
+        return compiled
+
+    # the jitted function's own API, for callers that lower or inspect it
+    def __getattr__(self, attr: str):
+        return getattr(self.jitted, attr)
+
+
+@contextlib.contextmanager
+def _without_persistent_cache() -> Iterator[None]:
+    """XLA's compile without JAX's persistent cache: an executable that cache loaded is
+    serialized without its code by this jaxlib (0.9.2: a later load fails to run, "Function
+    ... not found"), so what is kept here is always compiled afresh."""
+    import jax
+    from jax.experimental.compilation_cache.compilation_cache import reset_cache
+
+    if not jax.config.jax_enable_compilation_cache:
+        yield
+        return
+    jax.config.update("jax_enable_compilation_cache", False)
+    reset_cache()  # the cache's use is decided once per process: decided again, off
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)
+        reset_cache()  # and on again for the next compile
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _leaf_type(x) -> tuple:
+    """What a compiled executable fixes of an argument: its type, shape and weak type."""
+    if type(x) is np.ndarray:  # the rollout's rows: no jax call on the path of every step
+        return (x.dtype.str, x.shape, False)
+    aval = getattr(x, "aval", None)  # a jax array
+    if aval is None:
+        import jax
+
+        aval = jax.typeof(x)  # a Python or NumPy scalar
+    return (str(aval.dtype), tuple(aval.shape), bool(getattr(aval, "weak_type", False)))
+
+
+def _settings() -> str:
+    import jax
+
+    values = [f"{name}={getattr(jax.config, name, None)!r}" for name in _CONFIG]
+    devices = [f"{d.platform}:{d.device_kind}" for d in jax.devices()]
+    return "\n".join(values + devices + [f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"])
+
+
+def _code_digest() -> str:
+    from .score_cache import _code_digest as digest
+
+    return digest()
+
+
+def _load(path: Path) -> Optional[Callable]:
+    try:
+        with open(path, "rb") as f:
+            blob, in_tree, out_tree = pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError):
+        return None
+    try:
+        from jax.experimental.serialize_executable import deserialize_and_load
+
+        return deserialize_and_load(blob, in_tree, out_tree)
+    except Exception:  # an executable this jaxlib cannot load: compiled again
+        return None
+
+
+def _store(path: Path, compiled) -> None:
+    try:
+        from jax.experimental.serialize_executable import serialize
+
+        blob = pickle.dumps(serialize(compiled))
+    except Exception:  # e.g. closed-over constants, which serialize_executable cannot write
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".exe-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+        _counts["stored"] += 1
+    except OSError:
+        pass
+
+
+def counts() -> dict:
+    """This process's hits, misses and stored executables (a copy)."""
+    return dict(_counts)
+
+
+__all__ = ["cached", "counts", "directory", "policy_digest", "register"]
