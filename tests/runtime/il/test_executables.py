@@ -1,0 +1,181 @@
+"""Executables kept on disk (`polc.runtime.il.executables`, issue 40): a warm process loads
+a registered policy's compiled rollout step and fit steps instead of tracing and lowering
+them, and gets the same numbers bit for bit; and jax's import spared its scan of every
+installed distribution's metadata (`jaxcache.skip_plugin_scan`).
+
+The store lives under each test's own XDG_CACHE_HOME. "A new process" is imitated by a new
+`cached(...)` object (which holds no executable) and the rollout's compiled-step memo cleared."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import polc
+from polc.runtime.envs import toy
+from polc.runtime.il import executables, jaxcache
+import importlib
+from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, make_step_fn, rollout
+
+rollout_module = importlib.import_module("polc.runtime.trace.rollout")
+
+SOURCE = toy.reach_policy(kp=0.7, kd=0.4, std=0.2)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(jaxcache.OFF_VARIABLE, raising=False)
+    monkeypatch.setattr(rollout_module, "_compiled", type(rollout_module._compiled)())
+    return executables.directory()
+
+
+def registered(source: str = SOURCE):
+    policy = polc.loads(source, "reach.pol", analyze=False).compile()
+    executables.register(policy, source)
+    return policy
+
+
+def step_inputs(policy, n: int = 3):
+    layout = TraceLayout(policy.program, toy.SPEC.schema)
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, (n, layout.obs_size)).astype(np.float32)
+    seeds, steps = np.arange(n, dtype=np.int32), np.ones(n, np.int32)
+    return layout, (policy.init(jax.random.PRNGKey(0)), obs, {}, seeds, steps)
+
+
+def same(a, b) -> None:
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+@pytest.mark.slow  # three XLA compiles of the sampled, traced step (1.5 s or more)
+def test_a_step_is_compiled_and_stored_once_then_loaded_with_the_same_results(store):
+    policy = registered()
+    layout, args = step_inputs(policy)
+    config = RolloutConfig(trace=True, sample=True)  # the noise key and the traced row in the executable
+    plain = make_step_fn(policy, layout, config)
+    before = executables.counts()
+    first = executables.cached(make_step_fn(policy, layout, config), policy, "rollout.step", "k")
+    assert first is not plain and type(first).__name__ == "_Cached"
+    out_first = first(*args)
+    files = list(store.glob("*.exe"))
+    assert len(files) == 1
+    again = executables.cached(make_step_fn(policy, layout, config), policy, "rollout.step", "k")  # a new process
+    out_again = again(*args)
+    counts = executables.counts()
+    assert counts["misses"] - before["misses"] == 1 and counts["hits"] - before["hits"] == 1
+    assert counts["stored"] - before["stored"] == 1 and list(store.glob("*.exe")) == files
+    same(out_first, plain(*args))
+    same(out_again, plain(*args))
+    _, args5 = step_inputs(policy, 5)  # other argument shapes: another executable beside it
+    again(*args5)
+    assert len(list(store.glob("*.exe"))) == 2
+
+
+def test_the_key_separates_sources_callers_keys_and_nothing_is_cached_unregistered_or_off(store, monkeypatch):
+    policy, other = registered(), registered(toy.reach_policy(kp=0.9, kd=0.4, std=0.2))
+    layout, args = step_inputs(policy)
+    for p, key in ((policy, "a"), (policy, "b"), (other, "a")):
+        executables.cached(make_step_fn(p, layout, RolloutConfig(trace=False)), p, "rollout.step", key)(*args)
+    assert len(list(store.glob("*.exe"))) == 3
+    unregistered = polc.loads(SOURCE, "reach.pol", analyze=False).compile()
+    jitted = make_step_fn(unregistered, layout, RolloutConfig(trace=False))
+    assert executables.cached(jitted, unregistered, "rollout.step", "a") is jitted
+    monkeypatch.setenv(jaxcache.OFF_VARIABLE, "1")
+    assert executables.directory() is None
+    jitted = make_step_fn(policy, layout, RolloutConfig(trace=False))
+    assert executables.cached(jitted, policy, "rollout.step", "a") is jitted
+
+
+def test_an_unreadable_file_or_an_executable_that_fails_to_run_is_compiled_again(store, monkeypatch):
+    policy = registered()
+    layout, args = step_inputs(policy)
+    plain = make_step_fn(policy, layout, RolloutConfig(trace=False))
+
+    def fresh():
+        return executables.cached(make_step_fn(policy, layout, RolloutConfig(trace=False)), policy, "s", "k")
+
+    fresh()(*args)
+    (path,) = store.glob("*.exe")
+    path.write_bytes(b"not an executable")
+    same(fresh()(*args), plain(*args))  # a miss: compiled and stored again
+    assert path.read_bytes() != b"not an executable"
+
+    def broken(*a):  # what jaxlib 0.9.2 gave for a cache-loaded executable serialized again
+        raise jax.errors.JaxRuntimeError("NOT_FOUND: Function add_divide_fusion not found (type id: 1)")
+
+    monkeypatch.setattr(executables, "_load", lambda p: broken)
+    same(fresh()(*args), plain(*args))
+
+
+def test_a_rollout_of_a_registered_policy_gives_the_same_episodes_from_the_stored_step(store):
+    seeds, config = range(100, 104), RolloutConfig(n_envs=2, trace=False)
+    unregistered = polc.loads(SOURCE, "reach.pol", analyze=False).compile()
+    params = unregistered.init(jax.random.PRNGKey(0))
+    expected = rollout(unregistered, params, toy.SPEC, seeds, config)
+    before = executables.counts()
+    first = rollout(registered(), params, toy.SPEC, seeds, config)
+    rollout_module._compiled.clear()
+    again = rollout(registered(), params, toy.SPEC, seeds, config)  # a new compile of the same file
+    counts = executables.counts()
+    assert counts["misses"] - before["misses"] == 1 and counts["hits"] - before["hits"] == 1
+    for result in (first, again):
+        same(result.returns, expected.returns)
+        same(result.lengths, expected.lengths)
+
+
+def test_polc_eval_registers_its_policy(store, tmp_path, capsys):
+    from polc.cli import main
+
+    pol = tmp_path / "reach.pol"
+    pol.write_text(SOURCE)
+    toy.register()
+    assert main(["eval", str(pol), "--env", "toy_reach", "--episodes", "2", "--json"]) == 0
+    assert len(list(store.glob("*.exe"))) == 1
+    first = capsys.readouterr().out
+    rollout_module._compiled.clear()
+    assert main(["eval", str(pol), "--env", "toy_reach", "--episodes", "2", "--json"]) == 0
+    assert capsys.readouterr().out == first and len(list(store.glob("*.exe"))) == 1
+
+
+SCAN_CHILD = textwrap.dedent("""
+    import importlib.metadata as md, sys
+    reads = []
+    real = md.PathDistribution.read_text
+    md.PathDistribution.read_text = lambda self, name: reads.append(str(self._path)) or real(self, name)
+    if sys.argv[1] == "skip":
+        from polc.runtime.il.jaxcache import skip_plugin_scan
+        skip_plugin_scan()
+    import jax.numpy as jnp
+    from jax._src.numpy import array_constructors
+    ext = array_constructors.rocm_plugin_extension
+    print(len(reads), getattr(ext, "MARK", None), float(jnp.arange(3.0).sum()))
+""")
+
+
+@pytest.mark.slow  # two child processes importing jax
+def test_jax_import_reads_only_a_rocm_plugins_metadata_and_finds_the_same_plugin(tmp_path):
+    # A fake ROCm plugin, found by jax's scan by the Name in its metadata.
+    info = tmp_path / "jax_rocm9_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jax-rocm9-plugin\nVersion: 0.1\n")
+    (tmp_path / "jax_rocm9_plugin").mkdir()
+    (tmp_path / "jax_rocm9_plugin" / "__init__.py").write_text("")
+    (tmp_path / "jax_rocm9_plugin" / "rocm_plugin_extension.py").write_text("MARK = 'fake rocm'\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path + [str(tmp_path)]), JAX_PLATFORMS="cpu")  # found last
+    out = {}
+    for mode in ("skip", "scan"):
+        p = subprocess.run([sys.executable, "-c", SCAN_CHILD, mode], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        out[mode] = p.stdout.split()
+    assert out["skip"][1:] == out["scan"][1:] == ["fake", "rocm", "3.0"]
+    assert int(out["skip"][0]) <= 1 < 50 < int(out["scan"][0])  # one METADATA read, against every one
