@@ -21,7 +21,8 @@ or an executable that cannot be serialized, is a miss and the function runs as a
 (tests/runtime/il/test_executables.py).
 
 Where: `$XDG_CACHE_HOME/polc/executables/<machine>` (the compile cache's sibling, per CPU
-as it is); off when the compile cache is off (`POLC_NO_COMPILE_CACHE=1`).
+as it is), or `polc-executables/` inside a JAX_COMPILATION_CACHE_DIR the user set; off when
+the compile cache is off (`POLC_NO_COMPILE_CACHE=1`).
 """
 
 from __future__ import annotations
@@ -65,11 +66,17 @@ def policy_digest(policy) -> Optional[str]:
 
 
 def directory() -> Optional[Path]:
-    """Where executables are kept, or None when the compile cache is off."""
+    """Where executables are kept, or None when the compile cache is off: beside polc's
+    compile cache, or inside a JAX_COMPILATION_CACHE_DIR of the user's own (`polc-executables/`,
+    which JAX's cache, reading only its `*-cache` files, leaves alone)."""
     from . import jaxcache
 
     if jaxcache.disabled():
         return None
+    ours = jaxcache.cache_root() / jaxcache.machine_key()
+    own = os.environ.get(jaxcache.JAX_VARIABLE)
+    if own and Path(own) != ours:
+        return Path(own) / "polc-executables"
     return jaxcache.cache_root().parent / "executables" / jaxcache.machine_key()
 
 

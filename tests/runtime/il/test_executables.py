@@ -179,3 +179,11 @@ def test_jax_import_reads_only_a_rocm_plugins_metadata_and_finds_the_same_plugin
         out[mode] = p.stdout.split()
     assert out["skip"][1:] == out["scan"][1:] == ["fake", "rocm", "3.0"]
     assert int(out["skip"][0]) <= 1 < 50 < int(out["scan"][0])  # one METADATA read, against every one
+
+
+def test_the_store_is_beside_polcs_compile_cache_or_inside_the_users_own_jax_cache(store, monkeypatch, tmp_path):
+    assert store == tmp_path / "polc" / "executables" / jaxcache.machine_key()
+    monkeypatch.setenv(jaxcache.JAX_VARIABLE, str(tmp_path / "polc" / "jax" / jaxcache.machine_key()))  # as enable sets it
+    assert executables.directory() == store
+    monkeypatch.setenv(jaxcache.JAX_VARIABLE, str(tmp_path / "own"))
+    assert executables.directory() == tmp_path / "own" / "polc-executables"
