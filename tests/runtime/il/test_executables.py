@@ -32,6 +32,7 @@ SOURCE = toy.reach_policy(kp=0.7, kd=0.4, std=0.2)
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv(jaxcache.OFF_VARIABLE, raising=False)
+    monkeypatch.delenv(jaxcache.JAX_VARIABLE, raising=False)  # the session's: the store goes under tmp_path
     monkeypatch.setattr(rollout_module, "_compiled", type(rollout_module._compiled)())
     return executables.directory()
 
