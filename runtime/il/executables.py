@@ -182,7 +182,7 @@ def _unlink(path: Path) -> None:
 def _leaf_type(x) -> tuple:
     """What a compiled executable fixes of an argument: its type, shape and weak type."""
     if type(x) is np.ndarray:  # the rollout's rows: no jax call on the path of every step
-        return (x.dtype.str, x.shape, False)
+        return (x.dtype.name, x.shape, False)  # named as a jax array's dtype is: one executable for both
     aval = getattr(x, "aval", None)  # a jax array
     if aval is None:
         import jax

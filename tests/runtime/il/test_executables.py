@@ -87,6 +87,12 @@ def test_the_key_separates_sources_callers_keys_and_nothing_is_cached_unregister
     for p, key in ((policy, "a"), (policy, "b"), (other, "a")):
         executables.cached(make_step_fn(p, layout, RolloutConfig(trace=False)), p, "rollout.step", key)(*args)
     assert len(list(store.glob("*.exe"))) == 3
+    # NumPy rows and jax arrays of the same type: one executable (as one jit cache entry)
+    step = executables.cached(make_step_fn(policy, layout, RolloutConfig(trace=False)), policy, "rollout.step", "a")
+    before = executables.counts()
+    step(*args)
+    step(*jax.tree.map(jax.numpy.asarray, args))
+    assert executables.counts()["hits"] - before["hits"] == 1 and len(list(store.glob("*.exe"))) == 3
     unregistered = polc.loads(SOURCE, "reach.pol", analyze=False).compile()
     jitted = make_step_fn(unregistered, layout, RolloutConfig(trace=False))
     assert executables.cached(jitted, unregistered, "rollout.step", "a") is jitted
