@@ -104,8 +104,8 @@ def fail(message: str) -> int:
 
 def compile_policy(path: str):
     """The `.pol` file at `path` checked and lowered (`Program.compile`), registered for the
-    executables kept on disk (`il/executables.py`: a warm process skips tracing its steps)."""
-    from .il.executables import register
+    executables kept on disk (`io/executables.py`: a warm process skips tracing its steps)."""
+    from .io.executables import register
 
     program, text = load_program(path)
     policy = program.compile()

@@ -25,49 +25,21 @@ environment variables JAX reads when it is imported (which child processes inher
 
 from __future__ import annotations
 
-import hashlib
 import importlib.abc
 import importlib.machinery
 import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
 from typing import Optional, TextIO
 
-OFF_VARIABLE = "POLC_NO_COMPILE_CACHE"
-JAX_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+from ..io.cache_dirs import JAX_VARIABLE, OFF_VARIABLE, cache_root, disabled, machine_key  # noqa: F401 (its API)
 
 # option of jax.config -> its value (the environment variable is the option's name in capitals)
 _OPTIONS = {"jax_persistent_cache_min_compile_time_secs": "0",
             "jax_persistent_cache_min_entry_size_bytes": "-1"}
 
 _state: dict[str, Optional[str]] = {}  # "dir": the directory in use (None: off); set once per process
-
-
-def cache_root() -> Path:
-    """`$XDG_CACHE_HOME/polc/jax`, by default `~/.cache/polc/jax` (a relative XDG_CACHE_HOME
-    is ignored, as the XDG base-directory specification says)."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "polc" / "jax"
-
-
-def machine_key() -> str:
-    """A short name for this CPU: its architecture, model and feature flags."""
-    text = platform.machine() + "\n" + platform.processor()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n\n")[0].splitlines()  # the first processor
-        text += "\n".join(ln for ln in lines if ln.split(":")[0].strip() in ("model name", "flags", "Features"))
-    except OSError:
-        pass
-    return f"{platform.machine() or 'cpu'}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-
-
-def disabled() -> bool:
-    """Whether POLC_NO_COMPILE_CACHE turns the cache off (any value but "", "0", "false", "no")."""
-    return os.environ.get(OFF_VARIABLE, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def enable(stream: Optional[TextIO] = None) -> Optional[str]:

@@ -279,7 +279,7 @@ def _make(policy, params, config, key: tuple) -> FitStep:
     from ..acting import acting, batched_distribution
 
     distribution = episodes_distribution(acting(policy)) if episodic else batched_distribution(acting(policy))
-    from .executables import cached  # a registered policy's executables come from disk when made before
+    from ..io.executables import cached  # a registered policy's executables come from disk when made before
 
     def jit(fn: Callable, name: str) -> Callable:
         return cached(jax.jit(fn), policy, f"fit.{name}", key)

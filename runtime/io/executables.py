@@ -1,6 +1,6 @@
 """Compiled executables kept on disk, so that a warm process neither traces nor lowers.
 
-JAX's persistent compilation cache (`jaxcache.py`) saves XLA's compile, but a jitted
+JAX's persistent compilation cache (`polc.runtime.il.jaxcache`) saves XLA's compile, but a jitted
 function is still traced to a jaxpr and lowered to StableHLO in every process, because the
 lowered module is the cache's key: for `polc fit` that was 19 functions and, on the Car
 Racing example, 1.5-2 s of CPU in a warm process (the training loop's trace alone ~1 s);
@@ -11,7 +11,7 @@ for `polc eval` about 0.2 s. Here the key is what the function is made from inst
     function closes over (`key`: a configuration, a structure digest), the types of the
     arguments (tree structure, shapes, dtypes, weak types), jax's settings that change a
     trace, `XLA_FLAGS`, the devices, and a digest of polc's own source and of the
-    simulators' and jax's versions (`score_cache._code_digest`)
+    simulators' and jax's versions (`code_digest`)
 
 and the value is the executable serialized by `jax.experimental.serialize_executable`.
 A miss traces, lowers and compiles as `jax.jit` would (XLA's compile still served by the
@@ -28,6 +28,7 @@ the compile cache is off (`POLC_NO_COMPILE_CACHE=1`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
@@ -69,15 +70,15 @@ def directory() -> Optional[Path]:
     """Where executables are kept, or None when the compile cache is off: beside polc's
     compile cache, or inside a JAX_COMPILATION_CACHE_DIR of the user's own (`polc-executables/`,
     which JAX's cache, reading only its `*-cache` files, leaves alone)."""
-    from . import jaxcache
+    from .cache_dirs import JAX_VARIABLE, cache_root, disabled, machine_key
 
-    if jaxcache.disabled():
+    if disabled():
         return None
-    ours = jaxcache.cache_root() / jaxcache.machine_key()
-    own = os.environ.get(jaxcache.JAX_VARIABLE)
+    ours = cache_root() / machine_key()
+    own = os.environ.get(JAX_VARIABLE)
     if own and Path(own) != ours:
         return Path(own) / "polc-executables"
-    return jaxcache.cache_root().parent / "executables" / jaxcache.machine_key()
+    return cache_root().parent / "executables" / machine_key()
 
 
 def cached(jitted: Callable, policy, name: str, key: Any) -> Callable:
@@ -127,7 +128,7 @@ class _Cached:
     def _load_or_compile(self, signature: tuple, args: tuple) -> tuple[Callable, Optional[Path]]:
         """(the executable, its file when it was loaded from one)."""
         h = hashlib.sha256()
-        for part in (self.base, repr(signature), _settings(), _code_digest()):
+        for part in (self.base, repr(signature), _settings(), code_digest()):
             h.update(part.encode() + b"\0")
         path = self.where / f"{h.hexdigest()[:40]}.exe"
         loaded = _load(path)
@@ -199,10 +200,27 @@ def _settings() -> str:
     return "\n".join(values + devices + [f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}"])
 
 
-def _code_digest() -> str:
-    from .score_cache import _code_digest as digest
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """polc's source (compiler and runtime) and the simulators' versions: what makes a score."""
+    import polc
+    import polc.runtime
 
-    return digest()
+    h = hashlib.sha256()
+    for root in (Path(polc.__file__).parent, Path(polc.runtime.__file__).parent):
+        for path in sorted(root.rglob("*.py")):
+            try:
+                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+            except OSError:
+                continue
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("gymnasium", "box2d", "numpy", "jax", "jaxlib"):
+        try:
+            h.update(f"{name}={version(name)}".encode())
+        except PackageNotFoundError:  # not installed: nothing of it to record
+            continue
+    return h.hexdigest()
 
 
 def _load(path: Path) -> Optional[Callable]:
@@ -242,4 +260,4 @@ def counts() -> dict:
     return dict(_counts)
 
 
-__all__ = ["cached", "counts", "directory", "policy_digest", "register"]
+__all__ = ["cached", "code_digest", "counts", "directory", "policy_digest", "register"]

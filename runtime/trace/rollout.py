@@ -312,8 +312,8 @@ def compiled_for(policy, layout: TraceLayout, config: RolloutConfig) -> _Compile
 
         if config.backend == "c":
             step = make_c_step_fn(policy, layout, config)
-        else:  # a registered policy's step loaded from disk when compiled before (il/executables.py)
-            from ..il.executables import cached
+        else:  # a registered policy's step loaded from disk when compiled before (io/executables.py)
+            from ..io.executables import cached
 
             step = cached(make_step_fn(policy, layout, config), policy, "rollout.step",
                           (layout.obs, config.sample, config.trace, config.noise_seed))

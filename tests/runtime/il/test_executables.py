@@ -1,4 +1,4 @@
-"""Executables kept on disk (`polc.runtime.il.executables`, issue 40): a warm process loads
+"""Executables kept on disk (`polc.runtime.io.executables`, issue 40): a warm process loads
 a registered policy's compiled rollout step and fit steps instead of tracing and lowering
 them, and gets the same numbers bit for bit; and jax's import spared its scan of every
 installed distribution's metadata (`jaxcache.skip_plugin_scan`).
@@ -19,7 +19,8 @@ import pytest
 
 import polc
 from polc.runtime.envs import toy
-from polc.runtime.il import executables, jaxcache
+from polc.runtime.il import jaxcache
+from polc.runtime.io import executables
 import importlib
 from polc.runtime.trace.rollout import RolloutConfig, TraceLayout, make_step_fn, rollout
 
