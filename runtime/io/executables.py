@@ -32,6 +32,7 @@ import functools
 import hashlib
 import os
 import pickle
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -213,14 +214,27 @@ def code_digest() -> str:
                 h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
             except OSError:
                 continue
+    for name, module in (("gymnasium", "gymnasium"), ("box2d", "Box2D"), ("numpy", "numpy"), ("jax", "jax"),
+                         ("jaxlib", "jaxlib")):
+        v = _version(name, module)
+        if v is not None:  # None: not installed, nothing of it to record
+            h.update(f"{name}={v}".encode())
+    return h.hexdigest()
+
+
+def _version(name: str, module: str) -> Optional[str]:
+    """The installed version of distribution `name`: its module's `__version__` when the module
+    is imported already (the same string; the metadata lookup costs ~10 ms each), else the
+    distribution's metadata."""
+    v = getattr(sys.modules.get(module), "__version__", None)
+    if isinstance(v, str):
+        return v
     from importlib.metadata import PackageNotFoundError, version
 
-    for name in ("gymnasium", "box2d", "numpy", "jax", "jaxlib"):
-        try:
-            h.update(f"{name}={version(name)}".encode())
-        except PackageNotFoundError:  # not installed: nothing of it to record
-            continue
-    return h.hexdigest()
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 def _load(path: Path) -> Optional[Callable]:
