@@ -105,7 +105,10 @@ class _Cached:
         import jax
 
         leaves, tree = jax.tree.flatten(args)
-        signature = (tree, tuple(_leaf_type(x) for x in leaves))
+        types = tuple(_leaf_type(x) for x in leaves)
+        if _TRACED in types:
+            return self.jitted(*args)
+        signature = (tree, types)
         last = self._last
         if last is not None and last[0] == signature:
             return last[1](*args)
@@ -154,6 +157,9 @@ class _Cached:
         return getattr(self.jitted, attr)
 
 
+_TRACED = ("traced",)  # `_leaf_type` of a tracer
+
+
 @contextlib.contextmanager
 def _without_persistent_cache() -> Iterator[None]:
     """XLA's compile without JAX's persistent cache: an executable that cache loaded is
@@ -185,10 +191,12 @@ def _leaf_type(x) -> tuple:
     """What a compiled executable fixes of an argument: its type, shape and weak type."""
     if type(x) is np.ndarray:  # the rollout's rows: no jax call on the path of every step
         return (x.dtype.name, x.shape, False)  # named as a jax array's dtype is: one executable for both
+    import jax
+
+    if isinstance(x, jax.core.Tracer):  # called inside another trace: jit's own business
+        return _TRACED
     aval = getattr(x, "aval", None)  # a jax array
     if aval is None:
-        import jax
-
         aval = jax.typeof(x)  # a Python or NumPy scalar
     return (str(aval.dtype), tuple(aval.shape), bool(getattr(aval, "weak_type", False)))
 

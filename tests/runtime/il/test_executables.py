@@ -195,3 +195,13 @@ def test_the_store_is_beside_polcs_compile_cache_or_inside_the_users_own_jax_cac
     assert executables.directory() == store
     monkeypatch.setenv(jaxcache.JAX_VARIABLE, str(tmp_path / "own"))
     assert executables.directory() == tmp_path / "own" / "polc-executables"
+
+
+def test_a_call_inside_another_trace_is_jits_own(store):
+    policy = registered()
+    layout, args = step_inputs(policy)
+    jitted = make_step_fn(policy, layout, RolloutConfig(trace=False))
+    step = executables.cached(jitted, policy, "rollout.step", "k")
+    inner = jax.jit(lambda obs: step(args[0], obs, {}, args[3], args[4])[0])
+    same(inner(args[1]), jitted(*args)[0])
+    assert not list(store.glob("*.exe"))  # nothing compiled or stored for the traced call
