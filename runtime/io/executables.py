@@ -100,12 +100,13 @@ class _Cached:
         self.jitted, self.where, self.base = jitted, where, base
         self._last: Optional[tuple] = None   # (signature, executable) of the last call
         self._by_signature: dict = {}
+        self._memo: dict = {}  # id -> (jax array, its `_leaf_type`)
 
     def __call__(self, *args):
         import jax
 
         leaves, tree = jax.tree.flatten(args)
-        types = tuple(_leaf_type(x) for x in leaves)
+        types = self._types(leaves)
         if _TRACED in types:
             return self.jitted(*args)
         signature = (tree, types)
@@ -128,6 +129,27 @@ class _Cached:
             self._by_signature[signature] = run
         self._last = (signature, run)
         return run(*args)
+
+    def _types(self, leaves: list) -> tuple:
+        """`_leaf_type` of each leaf; a jax array's (immutable) remembered by identity, as the
+        same params go to every step of a rollout (the memo holds the arrays, so an id is not
+        reused while remembered; it is emptied when it grows past `_MEMO`)."""
+        memo, out = self._memo, []
+        for x in leaves:
+            if type(x) is np.ndarray:
+                out.append((x.dtype, x.shape, False))
+                continue
+            hit = memo.get(id(x))
+            if hit is not None and hit[0] is x:
+                out.append(hit[1])
+                continue
+            t = _leaf_type(x)
+            if type(x) in _ARRAYS:
+                if len(memo) >= _MEMO:
+                    memo.clear()
+                memo[id(x)] = (x, t)
+            out.append(t)
+        return tuple(out)
 
     def _load_or_compile(self, signature: tuple, args: tuple) -> tuple[Callable, Optional[Path]]:
         """(the executable, its file when it was loaded from one)."""
@@ -158,6 +180,7 @@ class _Cached:
 
 
 _TRACED = ("traced",)  # `_leaf_type` of a tracer
+_MEMO = 256  # jax arrays whose types a cached function remembers
 
 
 @contextlib.contextmanager
@@ -187,18 +210,26 @@ def _unlink(path: Path) -> None:
         pass
 
 
+_ARRAYS: set = set()  # the concrete jax array types seen (jaxlib's ArrayImpl): read without a jax call
+
+
 def _leaf_type(x) -> tuple:
-    """What a compiled executable fixes of an argument: its type, shape and weak type."""
-    if type(x) is np.ndarray:  # the rollout's rows: no jax call on the path of every step
-        return (x.dtype.name, x.shape, False)  # named as a jax array's dtype is: one executable for both
+    """What a compiled executable fixes of an argument: its type, shape and weak type. On the
+    path of every rollout step, so NumPy rows and jax arrays are read directly."""
+    t = type(x)
+    if t is np.ndarray:
+        return (x.dtype, x.shape, False)  # the same NumPy dtype object as a jax array's: one executable for both
+    if t in _ARRAYS:
+        return (x.dtype, x.shape, x.weak_type)
     import jax
 
     if isinstance(x, jax.core.Tracer):  # called inside another trace: jit's own business
         return _TRACED
-    aval = getattr(x, "aval", None)  # a jax array
-    if aval is None:
-        aval = jax.typeof(x)  # a Python or NumPy scalar
-    return (str(aval.dtype), tuple(aval.shape), bool(getattr(aval, "weak_type", False)))
+    if isinstance(x, jax.Array):
+        _ARRAYS.add(t)
+        return (x.dtype, x.shape, bool(x.weak_type))
+    aval = jax.typeof(x)  # a Python or NumPy scalar
+    return (aval.dtype, tuple(aval.shape), bool(getattr(aval, "weak_type", False)))
 
 
 def _settings() -> str:
