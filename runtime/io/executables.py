@@ -2,9 +2,9 @@
 
 JAX's persistent compilation cache (`polc.runtime.il.jaxcache`) saves XLA's compile, but a jitted
 function is still traced to a jaxpr and lowered to StableHLO in every process, because the
-lowered module is the cache's key: for `polc fit` that was 19 functions and, on the Car
-Racing example, 1.5-2 s of CPU in a warm process (the training loop's trace alone ~1 s);
-for `polc eval` about 0.2 s. Here the key is what the function is made from instead:
+lowered module is the cache's key: for a warm `polc fit` of the Car Racing example that was
+19 functions and about a third of its profiled time (the training loop's trace alone ~1 s);
+for `polc eval` 0.15-0.2 s. Here the key is what the function is made from instead:
 
     the policy's source text (only policies that `register` vouches for: compiled by
     `polc.compile` from that text with the default lowering), what the caller says the
@@ -14,10 +14,10 @@ for `polc eval` about 0.2 s. Here the key is what the function is made from inst
     simulators' and jax's versions (`code_digest`)
 
 and the value is the executable serialized by `jax.experimental.serialize_executable`.
-A miss traces, lowers and compiles as `jax.jit` would (XLA's compile still served by the
-persistent cache) and stores the result; a file that cannot be read, loaded or written,
-or an executable that cannot be serialized, is a miss and the function runs as a plain
-`jax.jit`. The same executable is loaded, so results are identical bit for bit
+A miss traces, lowers and compiles as `jax.jit` would, outside JAX's persistent cache (see
+`_without_persistent_cache`), and stores the result; a file that cannot be read or loaded, or
+a loaded executable that fails on its first call, is a miss; one that cannot be serialized or
+written is not kept. A call inside another trace goes to `jax.jit` itself. The same executable is loaded, so results are identical bit for bit
 (tests/runtime/il/test_executables.py).
 
 Where: `$XDG_CACHE_HOME/polc/executables/<machine>` (the compile cache's sibling, per CPU
