@@ -19,6 +19,9 @@ unless set already): XLA:CPU logs two error lines for every executable it loads 
 cache (a tuning feature, +prefer-no-gather, is compared as if it were an instruction set;
 jax-ml/jax#38445), although it loads them.
 
+`enable` also spares jax's import its scan of every installed distribution's metadata
+(`skip_plugin_scan`, with the cache on or off: 169 METADATA files parsed here, 0.1-0.2 s).
+
 Cheap to call: it imports jax only if jax is imported already; otherwise it sets the
 environment variables JAX reads when it is imported (which child processes inherit too).
 """
