@@ -281,8 +281,8 @@ def _make(policy, params, config, key: tuple) -> FitStep:
     distribution = episodes_distribution(acting(policy)) if episodic else batched_distribution(acting(policy))
     from ..io.executables import cached  # a registered policy's executables come from disk when made before
 
-    def jit(fn: Callable, name: str) -> Callable:
-        return cached(jax.jit(fn), policy, f"fit.{name}", key)
+    def jit(fn: Callable, name: str) -> Callable:  # keyed as `_cache` is: by structure, not by source
+        return cached(jax.jit(fn), policy, f"fit.{name}", key, source=False)
 
     return FitStep(init=jit(init, "init"), epoch=jit(epoch, "epoch"), epochs=jit(epochs, "epochs"),
                    val=jit(objective, "val"), distribution=jit(distribution, "distribution"),

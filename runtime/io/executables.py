@@ -14,8 +14,8 @@ for `polc eval` 0.15-0.2 s. Here the key is what the function is made from inste
     simulators' and jax's versions (`code_digest`)
 
 and the value is the executable serialized by `jax.experimental.serialize_executable`.
-A miss traces, lowers and compiles as `jax.jit` would, outside JAX's persistent cache (see
-`_without_persistent_cache`), and stores the result; a file that cannot be read or loaded, or
+A miss traces, lowers and compiles as `jax.jit` would and stores the result when XLA compiled
+it (not when JAX's persistent cache loaded it: see `_persistent_cache_hits`); a file that cannot be read or loaded, or
 a loaded executable that fails on its first call, is a miss; one that cannot be serialized or
 written is not kept. A call inside another trace goes to `jax.jit` itself. The same executable is loaded, so results are identical bit for bit
 (tests/runtime/il/test_executables.py).
@@ -82,15 +82,18 @@ def directory() -> Optional[Path]:
     return cache_root().parent / "executables" / machine_key()
 
 
-def cached(jitted: Callable, policy, name: str, key: Any) -> Callable:
+def cached(jitted: Callable, policy, name: str, key: Any, source: bool = True) -> Callable:
     """`jitted` (a `jax.jit` function of `policy`), its executables kept on disk under
-    `name` and `key` (everything else it closes over, as a repr-stable value). Returns
-    `jitted` itself when `policy` is not registered or the cache is off."""
+    `name` and `key` (everything else it closes over, as a repr-stable value) and, with
+    `source`, the policy's source text; without it `key` must name all the function depends
+    on of the policy (the fit's steps: its structure digest, which leaves out declared
+    values, so a refit after editing them loads the same steps). Returns `jitted` itself when
+    `policy` is not registered or the cache is off."""
     digest = policy_digest(policy)
     where = directory()
     if digest is None or where is None:
         return jitted
-    return _Cached(jitted, where, f"{name}\0{digest}\0{key!r}")
+    return _Cached(jitted, where, f"{name}\0{digest if source else 'registered'}\0{key!r}")
 
 
 class _Cached:
@@ -169,9 +172,10 @@ class _Cached:
             lowered = self.jitted.trace(*args).lower()
         except Exception:  # what jit itself would raise, raised by jit (with its own message)
             return self.jitted
-        with _without_persistent_cache():
+        with _persistent_cache_hits() as hits:
             compiled = lowered.compile()
-        _store(path, compiled)
+        if not hits:  # compiled here: kept (one JAX's cache loaded is not, see `_persistent_cache_hits`)
+            _store(path, compiled)
         return compiled
 
     # the jitted function's own API, for callers that lower or inspect it
@@ -183,24 +187,35 @@ _TRACED = ("traced",)  # `_leaf_type` of a tracer
 _MEMO = 256  # jax arrays whose types a cached function remembers
 
 
-@contextlib.contextmanager
-def _without_persistent_cache() -> Iterator[None]:
-    """XLA's compile without JAX's persistent cache: an executable that cache loaded is
-    serialized without its code by this jaxlib (0.9.2: a later load fails to run, "Function
-    ... not found"), so what is kept here is always compiled afresh."""
-    import jax
-    from jax.experimental.compilation_cache.compilation_cache import reset_cache
+_hits: list = []  # one entry per JAX persistent-cache hit, while `_persistent_cache_hits` counts
 
-    if not jax.config.jax_enable_compilation_cache:
-        yield
-        return
-    jax.config.update("jax_enable_compilation_cache", False)
-    reset_cache()  # the cache's use is decided once per process: decided again, off
+
+def _on_event(event: str, **kwargs) -> None:
+    if event == "/jax/compilation_cache/cache_hits" and _hits:
+        _hits[-1].append(event)
+
+
+@contextlib.contextmanager
+def _persistent_cache_hits() -> Iterator[list]:
+    """The JAX persistent-cache hits of the compiles inside (a list, empty when XLA compiled).
+    jaxlib 0.9.2 serializes an executable that JAX's cache loaded without its code (a later
+    load fails to run, "Function ... not found"), so such an executable is not kept: a miss
+    here then costs what it did before (a trace, a lowering and JAX's cache load), and what
+    XLA compiles itself is kept."""
+    import jax
+
+    if not _listening:
+        jax.monitoring.register_event_listener(_on_event)
+        _listening.append(True)
+    found: list = []
+    _hits.append(found)
     try:
-        yield
+        yield found
     finally:
-        jax.config.update("jax_enable_compilation_cache", True)
-        reset_cache()  # and on again for the next compile
+        _hits.remove(found)
+
+
+_listening: list = []
 
 
 def _unlink(path: Path) -> None:

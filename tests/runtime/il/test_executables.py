@@ -8,6 +8,7 @@ The store lives under each test's own XDG_CACHE_HOME. "A new process" is imitate
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -29,13 +30,32 @@ rollout_module = importlib.import_module("polc.runtime.trace.rollout")
 SOURCE = toy.reach_policy(kp=0.7, kd=0.4, std=0.2)
 
 
+@contextlib.contextmanager
+def jax_cache(directory):
+    """JAX's persistent cache in `directory` (None: off) for this process, then as it was."""
+    from jax.experimental.compilation_cache.compilation_cache import reset_cache
+
+    before = (jax.config.jax_enable_compilation_cache, jax.config.jax_compilation_cache_dir)
+    jax.config.update("jax_enable_compilation_cache", directory is not None)
+    if directory is not None:
+        jax.config.update("jax_compilation_cache_dir", str(directory))
+    reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", before[0])
+        jax.config.update("jax_compilation_cache_dir", before[1])
+        reset_cache()
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv(jaxcache.OFF_VARIABLE, raising=False)
     monkeypatch.delenv(jaxcache.JAX_VARIABLE, raising=False)  # the session's: the store goes under tmp_path
     monkeypatch.setattr(rollout_module, "_compiled", type(rollout_module._compiled)())
-    return executables.directory()
+    with jax_cache(None):  # every compile is XLA's own, so each is kept (see the last test for the other case)
+        yield executables.directory()
 
 
 def registered(source: str = SOURCE):
@@ -205,3 +225,36 @@ def test_a_call_inside_another_trace_is_jits_own(store):
     inner = jax.jit(lambda obs: step(args[0], obs, {}, args[3], args[4])[0])
     same(inner(args[1]), jitted(*args)[0])
     assert not list(store.glob("*.exe"))  # nothing compiled or stored for the traced call
+
+
+def test_an_executable_jaxs_persistent_cache_loaded_is_used_but_not_kept(store, tmp_path):
+    # jaxlib 0.9.2 serializes such an executable without its code: it must not be stored.
+    policy = registered()
+    layout, args = step_inputs(policy)
+    with jax_cache(tmp_path / "jax"):
+        executables.cached(make_step_fn(policy, layout, RolloutConfig(trace=False)), policy, "s", "a")(*args)
+        assert len(list(store.glob("*.exe"))) == 1  # XLA compiled it (and JAX's cache wrote it)
+        step = executables.cached(make_step_fn(policy, layout, RolloutConfig(trace=False)), policy, "s", "b")
+        out = step(*args)  # another key, the same program: JAX's cache loads it
+        assert len(list(store.glob("*.exe"))) == 1
+    same(out, make_step_fn(policy, layout, RolloutConfig(trace=False))(*args))
+
+
+def test_the_fits_steps_are_kept_by_structure_not_by_source(store):
+    from polc.runtime.il import step as fit_step
+    from polc.runtime.il.train import FitConfig
+
+    config = FitConfig(restarts=1, max_epochs=2)
+    one, other = registered(toy.reach_policy(kp=0.3)), registered(toy.reach_policy(kp=0.9))
+    params = one.init(jax.random.PRNGKey(0))
+    lr = fit_step.learning_rates(one, params, config)
+    fit_step.clear_cache()
+    first = fit_step.fit_step(one, params, config)
+    flat = first.ravel(params)
+    first.init(flat, lr)
+    fit_step.clear_cache()
+    before = executables.counts()
+    again = fit_step.fit_step(other, other.init(jax.random.PRNGKey(0)), config)  # other declared values
+    same(again.init(flat, lr), first.init(flat, lr))
+    assert executables.counts()["hits"] - before["hits"] == 1
+    fit_step.clear_cache()
