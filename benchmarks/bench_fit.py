@@ -129,6 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--in-process", action="store_true", help="fits in one process instead (see above)")
     ap.add_argument("--paired", action="store_true", help="old and this tree each cache off and warm (see above)")
+    ap.add_argument("--new", metavar="COMMIT", help="with --paired: polc at COMMIT as the new side instead of this "
+                                                    "working tree (which may then change while it runs)")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     pol = str(common.ROOT / "examples" / "car_racing" / args.policy)
@@ -196,13 +198,14 @@ PAIRED = ("old off", "new off", "old warm", "new warm")
 def paired(args, pol: str) -> None:
     """Old and this tree, each with the cache off and warm, interleaved (see `--paired`)."""
     old_tree = common.source_tree(args.against)
+    new_tree = common.source_tree(args.new) if args.new else None
     polc_bin = str(Path(sys.executable).parent / "polc")
     with tempfile.TemporaryDirectory() as tmp:
         def command(name: str, rep: int) -> tuple[list[str], dict[str, str], str]:
             side, mode = name.split()
             out = os.path.join(tmp, f"{side}-{mode}-{rep}.params")
             home = None if mode == "off" else os.path.join(tmp, f"{side}-warm")
-            env = _env(old_tree if side == "old" else None, home, args.old_site if side == "old" else None)
+            env = _env(old_tree if side == "old" else new_tree, home, args.old_site if side == "old" else None)
             env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode kept, as an installed polc's is
             env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, f"pyc-{side}")
             return [polc_bin, "fit", pol, "--demos", args.demos, "-o", out, "-q"], env, out

@@ -103,8 +103,14 @@ def fail(message: str) -> int:
 
 
 def compile_policy(path: str):
-    program, _ = load_program(path)
-    return program.compile()
+    """The `.pol` file at `path` checked and lowered (`Program.compile`), registered for the
+    executables kept on disk (`io/executables.py`: a warm process skips tracing its steps)."""
+    from .io.executables import register
+
+    program, text = load_program(path)
+    policy = program.compile()
+    register(policy, f"{program.name}\0{text}")
+    return policy
 
 
 def params_for(policy, path: Optional[str]):

@@ -18,7 +18,6 @@ and passes a `ScoreCache` (or None) down. A file that cannot be read or written 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -85,27 +84,10 @@ def _leaves(params) -> list:
     return jax.tree.leaves(params)
 
 
-@functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
-    """polc's source (compiler and runtime) and the simulators' versions: what makes a score."""
-    import polc
-    import polc.runtime
+    from ..io.executables import code_digest  # shared with the executables kept on disk
 
-    h = hashlib.sha256()
-    for root in (Path(polc.__file__).parent, Path(polc.runtime.__file__).parent):
-        for path in sorted(root.rglob("*.py")):
-            try:
-                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-            except OSError:
-                continue
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in ("gymnasium", "box2d", "numpy", "jax", "jaxlib"):
-        try:
-            h.update(f"{name}={version(name)}".encode())
-        except PackageNotFoundError:  # not installed: nothing of it to record
-            continue
-    return h.hexdigest()
+    return code_digest()
 
 
 __all__ = ["ScoreCache", "default_cache", "score_key"]

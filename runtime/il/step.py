@@ -279,8 +279,14 @@ def _make(policy, params, config, key: tuple) -> FitStep:
     from ..acting import acting, batched_distribution
 
     distribution = episodes_distribution(acting(policy)) if episodic else batched_distribution(acting(policy))
-    return FitStep(init=jax.jit(init), epoch=jax.jit(epoch), epochs=jax.jit(epochs), val=jax.jit(objective),
-                   distribution=jax.jit(distribution), ravel=ravel, unravel=host_unravel, key=key)
+    from ..io.executables import cached  # a registered policy's executables come from disk when made before
+
+    def jit(fn: Callable, name: str) -> Callable:  # keyed as `_cache` is: by structure, not by source
+        return cached(jax.jit(fn), policy, f"fit.{name}", key, source=False)
+
+    return FitStep(init=jit(init, "init"), epoch=jit(epoch, "epoch"), epochs=jit(epochs, "epochs"),
+                   val=jit(objective, "val"), distribution=jit(distribution, "distribution"),
+                   ravel=ravel, unravel=host_unravel, key=key)
 
 
 def episodes_distribution(act) -> Callable:

@@ -4,6 +4,8 @@
     params.py   params files (JSON): fitted weights by name, their hashes, the policy's structure
     demo_check.py  a demonstration vetted before a fit: partial, or outside the declared ranges
     lock.py     the exclusive lock a command holds on its run directory (refine, rl, experiment)
+    cache_dirs.py  where polc's caches live (XDG_CACHE_HOME/polc, per CPU) and POLC_NO_COMPILE_CACHE
+    executables.py compiled steps kept on disk: a warm process loads them instead of tracing
 
 Names are loaded on first use, so importing the package costs nothing (pyarrow waits for a table).
 """

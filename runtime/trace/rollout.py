@@ -310,8 +310,13 @@ def compiled_for(policy, layout: TraceLayout, config: RolloutConfig) -> _Compile
             return hit
         from ..acting import acting, initial_states
 
-        make = make_c_step_fn if config.backend == "c" else make_step_fn
-        step = make(policy, layout, config)
+        if config.backend == "c":
+            step = make_c_step_fn(policy, layout, config)
+        else:  # a registered policy's step loaded from disk when compiled before (io/executables.py)
+            from ..io.executables import cached
+
+            step = cached(make_step_fn(policy, layout, config), policy, "rollout.step",
+                          (layout.obs, config.sample, config.trace, config.noise_seed))
         made = _Compiled(policy, step, jax.jit(policy.constrain),
                          getattr(step, "initial_states", None) or partial(initial_states, acting(policy)))
         _compiled[key] = made
