@@ -148,8 +148,29 @@ def load_demos(table: Table, tp) -> Demos:
                        + "\n".join("  - " + p for p in problems))
     if table.num_rows < 10:
         raise FitError(f"the demonstration '{table.path}' has {table.num_rows} rows; fitting needs at least 10")
-    episode = table.column("episode") if "episode" in table.columns else np.zeros(table.num_rows, np.int32)
-    return Demos(cols["obs"], cols["action"], np.asarray(episode))
+    episode = np.asarray(table.column("episode") if "episode" in table.columns else np.zeros(table.num_rows, np.int32))
+    demos = Demos(cols["obs"], cols["action"], episode)
+    if getattr(tp, "states", ()) and "step" in table.columns:
+        demos = _in_step_order(demos, np.asarray(table.column("step")), table.path)
+    return demos
+
+
+def _in_step_order(demos: Demos, step: np.ndarray, path) -> Demos:
+    """A program with memory is fitted through each episode step after step (`episodes`), so
+    its rows are put in the order of the table's "step" column within each episode (a table
+    polc wrote is in that order already: nothing moves). Two rows of one episode at the same
+    step leave no order to fit through: FitError naming the first."""
+    ids, first = np.unique(demos.episode, return_index=True)
+    rank = np.empty(len(ids), np.int64)
+    rank[np.argsort(first)] = np.arange(len(ids))
+    ep = rank[np.searchsorted(ids, demos.episode)]  # episodes in order of first appearance
+    order = np.lexsort((step, ep))
+    same = (np.diff(ep[order]) == 0) & (np.diff(step[order]) == 0)
+    if same.any():
+        i = order[np.flatnonzero(same)[0]]
+        raise FitError(f"the demonstration '{path}' has two rows of episode {demos.episode[i]} at step "
+                       f"{step[i]}; a policy with memory is fitted through each episode in step order")
+    return demos if np.array_equal(order, np.arange(len(order))) else demos.take(order)
 
 
 def episodes(demos: Demos) -> list[np.ndarray]:

@@ -22,8 +22,8 @@ import polc
 from polc.cli import main
 from polc.runtime.envs import toy
 from polc.runtime.il.losses import episode_loss
-from polc.runtime.il.train import Demos, FitConfig, FitError, fit, split_episodes
-from polc.runtime.io.table import ColumnSpec, TableWriter, step_columns
+from polc.runtime.il.train import Demos, FitConfig, FitError, fit, load_demos, split_episodes
+from polc.runtime.io.table import ColumnSpec, TableWriter, read_table, step_columns
 
 TRUE = {"alpha": 0.3, "k": 2.0, "s": 0.1}
 LAG = '''policy lag
@@ -207,3 +207,35 @@ def test_ragged_episodes_fit_and_share_the_compiled_step(lag, result):
         _compiles["on"] = False
     assert _compiles["n"] == 0
     assert float(lag.constrain(r.params)["alpha"]) == pytest.approx(TRUE["alpha"], rel=0.05)
+
+
+def _write(path, xs, us, order) -> None:
+    """The demonstrations as a table, each episode's rows written in `order(e)`'s order."""
+    columns = step_columns((ColumnSpec("obs.x"), ColumnSpec("action.u")))
+    with TableWriter(str(path), columns, {"kind": "demos"}) as w:
+        for e in range(len(xs)):
+            t = order(e)
+            w.write_episode({"episode": np.full(len(t), e, np.int32), "step": t.astype(np.int32),
+                             "seed": np.full(len(t), e, np.int64), "obs.x": xs[e][t], "action.u": us[e][t],
+                             "reward": np.zeros(len(t), np.float32), "terminated": np.zeros(len(t), bool),
+                             "truncated": np.zeros(len(t), bool)})
+
+
+def test_rows_out_of_step_order_are_fitted_in_step_order(tmp_path, lag):
+    """A table whose rows are not in step order within an episode (merged or edited by hand) is
+    read in the order of its "step" column, so the fit runs each episode through time as it
+    happened; two rows of one episode at one step are refused with a sentence."""
+    xs, us = generate(episodes=3, steps=8)
+    rng = np.random.default_rng(1)
+    _write(tmp_path / "ordered.parquet", xs, us, lambda e: np.arange(8))
+    _write(tmp_path / "shuffled.parquet", xs, us, lambda e: rng.permutation(8))
+    ordered = load_demos(read_table(str(tmp_path / "ordered.parquet")), lag.program)
+    shuffled = load_demos(read_table(str(tmp_path / "shuffled.parquet")), lag.program)
+    np.testing.assert_array_equal(shuffled.obs["x"], ordered.obs["x"])
+    np.testing.assert_array_equal(shuffled.actions["u"], ordered.actions["u"])
+    np.testing.assert_array_equal(shuffled.episode, ordered.episode)
+
+    _write(tmp_path / "twice.parquet", xs, us, lambda e: np.array([0, 1, 2, 3, 3, 5, 6, 7]))
+    with pytest.raises(FitError, match=r"two rows of episode 0 at step 3; a policy with memory is fitted "
+                                        r"through each episode in step order"):
+        load_demos(read_table(str(tmp_path / "twice.parquet")), lag.program)
