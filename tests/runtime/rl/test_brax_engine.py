@@ -218,8 +218,24 @@ def test_brax_engine_runs_mjx_environments_only(tmp_path, capsys):
     assert code == 2 and '--engine brax runs MJX environments only (door_mjx), not "door"' in err
 
 
+@pytest.fixture
+def xla_without_most_optimizations():
+    """XLA's optimisations off for the test's compiles: the smoke run's time is compiling MJX's
+    door step into brax's training epoch and evaluator; running them is little (in one process,
+    jitting DoorMJX's reset and batched step took 39 s of CPU, 50 batched steps then 0.2 s)."""
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+
+
 @pytest.mark.slow
-def test_cpu_smoke_run_on_door_mjx_then_polc_eval(tmp_path, capsys):
+def test_cpu_smoke_run_on_door_mjx_then_polc_eval(tmp_path, capsys, xla_without_most_optimizations):
+    """`polc rl --engine brax` trains on door_mjx from fitted params, keeps the constraints, and
+    `polc eval` loads what it wrote. Compiled with XLA's optimisations off (the fixture): the
+    same programs, compiled in about a fifth less CPU (docs/performance.md, section 5)."""
     out = str(tmp_path / "run")
     fit = str(tmp_path / "fit.params")
     # A short fit, no closed-loop check: the run needs fitted params to start from, not good ones.
