@@ -79,6 +79,15 @@ def pytest_addoption(parser):
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the modules with a slow test first, so both workers finish together
+    (tests/xdist_order.py); a serial run keeps the collection order."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        from xdist_order import heavy_modules_first
+
+        items[:] = heavy_modules_first(items)
+
+
 @pytest.fixture
 def cli_stderr(monkeypatch):
     """Make `polc.cli` write diagnostics to the `sys.stderr` of the moment, so

@@ -111,12 +111,19 @@ def test_the_demo_is_the_expert_from_seed_0(env):
 
 @pytest.fixture(scope="module")
 def mjx_env():
+    """DoorMJX and its jitted reset_to, step and reset, compiled (on first call) with XLA's
+    optimisations off while the module's MJX tests run: their time is compiling MJX's door."""
     import jax
 
     from polc.runtime.envs.door_mjx import DoorMJX
 
-    e = DoorMJX()
-    return e, jax.jit(e.reset_to), jax.jit(e.step), jax.jit(e.reset)
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        e = DoorMJX()
+        yield e, jax.jit(e.reset_to), jax.jit(e.step), jax.jit(e.reset)
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.mark.slow

@@ -227,13 +227,18 @@ def test_polc_eval_reports_metaworlds_success_flag_of_each_episode(env, capsys):
 @pytest.mark.slow
 def test_expert_and_fitted_example_over_ten_unseen_seeds(tmp_path, capsys):
     """The README's numbers: the expert near 0.022 m; the fitted initial structure
-    does not open the door (about 0.54 m, the paper's initial structure: 0.548)."""
+    does not open the door (about 0.54 m, the paper's initial structure: 0.548).
+
+    The fit is written as fitted (`--check-episodes 0`): with its closed-loop check, `polc fit`
+    keeps the declared weights instead (0.22 on its training seeds against the fit's 0.54), so
+    this test had been evaluating those, not the fit it names, and spent ten more door episodes
+    on the check."""
     assert main(["eval", "--expert", "--env", "door", "--seeds", "10", "--json", "-q"]) == 0
     expert = json.loads(capsys.readouterr()[0])
     assert expert["episodes"] == 10 and expert["mean"] < 0.03
     params = str(tmp_path / "door.params")
-    assert main(["fit", INITIAL, "--demos", DEMO, "-o", params, "-q"]) == 0
+    assert main(["fit", INITIAL, "--demos", DEMO, "-o", params, "--check-episodes", "0", "-q"]) == 0
     capsys.readouterr()
     assert main(["eval", INITIAL, "--params", params, "--env", "door", "--seeds", "10", "--json", "-q"]) == 0
     fitted = json.loads(capsys.readouterr()[0])
-    assert expert["mean"] < fitted["mean"] <= 0.56
+    assert expert["mean"] < 0.5 < fitted["mean"] <= 0.56  # the fit (0.5444 here); the declared weights score 0.2275

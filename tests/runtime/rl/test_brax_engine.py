@@ -131,7 +131,8 @@ def test_a_policy_without_noise_or_with_other_actions_is_refused():
 
 
 @pytest.mark.slow  # 35 s alone: two brax trainings (make test-fast keeps the unit tests above)
-def test_toy_training_changes_params_keeps_constraints_and_resumes(toy_policy, tmp_path):
+def test_toy_training_changes_params_keeps_constraints_and_resumes(toy_policy, tmp_path,
+                                                                  xla_without_most_optimizations):
     start = toy_policy.unconstrain({"k": 0.2, "s": 0.9})
     config = BraxConfig(num_envs=4, timesteps=2400, episode_length=20, evals=1, eval_envs=4,
                         learning_rate=0.05, value_hidden=(16,))
@@ -183,7 +184,8 @@ print(json.dumps({{"devices": [str(d) for d in jax.local_devices()], "log_device
 
 @pytest.mark.slow  # 35 s alone: a subprocess with two forced host devices trains
 def test_training_shards_over_two_forced_host_devices(tmp_path):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+               JAX_DISABLE_MOST_OPTIMIZATIONS="true")  # its time is compiling, as the smoke run's
     code = MULTI.format(here=str(HERE), out=str(tmp_path / "run"))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -218,8 +220,24 @@ def test_brax_engine_runs_mjx_environments_only(tmp_path, capsys):
     assert code == 2 and '--engine brax runs MJX environments only (door_mjx), not "door"' in err
 
 
+@pytest.fixture
+def xla_without_most_optimizations():
+    """XLA's optimisations off for the test's compiles: the smoke run's time is compiling MJX's
+    door step into brax's training epoch and evaluator; running them is little (in one process,
+    jitting DoorMJX's reset and batched step took 39 s of CPU, 50 batched steps then 0.2 s)."""
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+
+
 @pytest.mark.slow
-def test_cpu_smoke_run_on_door_mjx_then_polc_eval(tmp_path, capsys):
+def test_cpu_smoke_run_on_door_mjx_then_polc_eval(tmp_path, capsys, xla_without_most_optimizations):
+    """`polc rl --engine brax` trains on door_mjx from fitted params, keeps the constraints, and
+    `polc eval` loads what it wrote. Compiled with XLA's optimisations off (the fixture): the
+    same programs, compiled in about a fifth less CPU (docs/performance.md, section 5)."""
     out = str(tmp_path / "run")
     fit = str(tmp_path / "fit.params")
     # A short fit, no closed-loop check: the run needs fitted params to start from, not good ones.
