@@ -144,3 +144,18 @@ def quick_car_racing(tmp_path_factory):
         mp.chdir(Path(__file__).resolve().parents[1])
         assert main(["experiment", "car_racing", "--quick", "-q", "-o", str(out)]) == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def bundled_car_racing_quick(tmp_path_factory):
+    """`polc refine examples/car_racing --quick` as the README's user runs it (no key: the
+    bundled scripted session plays back; a `polc` process), once per session (per xdist worker):
+    (run directory, process, summary.json), checked by `refine_helpers.replay_bundled_session`.
+    Read only: test_refine_scripted checks its rounds, test_report draws its page, and
+    test_refine_openai_car_racing compares an OpenAI run's table with it; those tests are in
+    one xdist group (`refine_helpers.BUNDLED_CAR_RACING`), so it is played once."""
+    from refine_helpers import replay_bundled_session
+
+    run = tmp_path_factory.mktemp("bundled") / "car_racing"
+    proc, summary = replay_bundled_session("car_racing", run, "--quick")
+    return run, proc, summary

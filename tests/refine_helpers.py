@@ -190,6 +190,11 @@ def table_without_wall_time(run: Path) -> list[list[str]]:
     return [r[:wall] + r[wall + 1:] for r in rows(history)]
 
 
+# The tests that read conftest's `bundled_car_racing_quick` (one `polc refine examples/car_racing
+# --quick`, played once per worker): one xdist group, so one worker plays it.
+BUNDLED_CAR_RACING = pytest.mark.xdist_group("bundled-car-racing")
+
+
 def replay_bundled_session(task: str, run: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     """`polc refine examples/TASK -o RUN EXTRA...` with no API key in the environment, as a user
     runs it (the bundled session plays back); the process and its summary.json, after

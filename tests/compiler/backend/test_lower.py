@@ -250,6 +250,9 @@ def test_log_prob_without_noise_is_zero():
 FAST_EXAMPLES = {"examples/car_racing/initial.pol", "examples/car_racing/mlp.pol"}
 
 
+ROWS = 3  # rows of the batch that is compared with a loop (each row of the loop is a copy to compile)
+
+
 @pytest.mark.parametrize("path", [
     pytest.param(p, marks=() if os.path.relpath(p, ROOT) in FAST_EXAMPLES else pytest.mark.slow)
     for p in EXAMPLES], ids=lambda p: os.path.relpath(p, ROOT))
@@ -258,12 +261,23 @@ def test_examples_vmap_equals_a_loop_and_gradients_are_finite(path):
         policy = compile_text(f.read())
     params = policy.init(jax.random.PRNGKey(0))
     rng = np.random.default_rng(0)
-    batch = random_obs(policy, rng, (5,))
+    batch = random_obs(policy, rng, (ROWS,))
     if policy.state0:  # a program with memory steps from a state (tests/compiler/backend/test_memory_lower.py has the rest)
         return _stateful_vmap_equals_a_loop(policy, params, batch)
-    acts, lats = jax.vmap(policy.apply, in_axes=(None, 0))(params, batch)
-    for i in range(5):
-        one_a, one_l = policy.apply(params, {k: v[i] for k, v in batch.items()})
+    # One compile per example (the batch, the loop, the sample and the gradient together):
+    # eagerly, the gradient alone dispatched (and compiled) each of its operations one by one.
+    @jax.jit
+    def run(params, batch, key):
+        vmapped = jax.vmap(policy.apply, in_axes=(None, 0))(params, batch)
+        looped = [policy.apply(params, {k: v[i] for k, v in batch.items()}) for i in range(ROWS)]
+        obs = {k: v[0] for k, v in batch.items()}
+        sample, _ = policy.sample(params, obs, key)
+        grads = jax.grad(lambda p: policy.log_prob(p, obs, sample) + sum(
+            jnp.sum(v) for v in jax.tree.leaves(policy.apply(p, obs)[0])))(params)
+        return vmapped, looped, grads
+
+    (acts, lats), looped, grads = run(params, batch, jax.random.PRNGKey(2))
+    for i, (one_a, one_l) in enumerate(looped):
         for name in one_a:
             np.testing.assert_allclose(acts[name][i], one_a[name], rtol=1e-5, atol=1e-6)
         for name in one_l:
@@ -271,26 +285,29 @@ def test_examples_vmap_equals_a_loop_and_gradients_are_finite(path):
     assert set(lats) == {lat.name for lat in policy.program.latents}
     for a in policy.program.actions:
         assert np.all(np.asarray(acts[a.name]) >= a.lo) and np.all(np.asarray(acts[a.name]) <= a.hi)
-    obs = {k: v[0] for k, v in batch.items()}
-    sample, _ = policy.sample(params, obs, jax.random.PRNGKey(2))
-    grads = jax.grad(lambda p: policy.log_prob(p, obs, sample) + sum(
-        jnp.sum(v) for v in jax.tree.leaves(policy.apply(p, obs)[0])))(params)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
     assert jax.tree.structure(grads) == jax.tree.structure(params)
 
 
 def _stateful_vmap_equals_a_loop(policy, params, batch):
-    states = jax.tree.map(lambda x: jnp.broadcast_to(x, (5, *jnp.shape(x))), policy.state0)
-    mean, _, lats, nxt = jax.vmap(policy.step_distribution, in_axes=(None, 0, 0))(params, batch, states)
-    for i in range(5):
-        one = policy.step_distribution(params, {k: v[i] for k, v in batch.items()}, policy.state0)
+    states = jax.tree.map(lambda x: jnp.broadcast_to(x, (ROWS, *jnp.shape(x))), policy.state0)
+
+    @jax.jit  # one compile, as above
+    def run(params, batch, states, key):
+        vmapped = jax.vmap(policy.step_distribution, in_axes=(None, 0, 0))(params, batch, states)
+        looped = [policy.step_distribution(params, {k: v[i] for k, v in batch.items()}, policy.state0)
+                  for i in range(ROWS)]
+        obs = {k: v[0] for k, v in batch.items()}
+        sample, _, _ = policy.step_sample(params, obs, policy.state0, key)
+        grads = jax.grad(lambda p: policy.step_log_prob(p, obs, sample, policy.state0)[0] + sum(
+            jnp.sum(v) for v in jax.tree.leaves(policy.step_distribution(p, obs, policy.state0)[0])))(params)
+        return vmapped, looped, grads
+
+    (mean, _, lats, nxt), looped, grads = run(params, batch, states, jax.random.PRNGKey(2))
+    for i, one in enumerate(looped):
         for got, want in zip((mean, lats, nxt), (one[0], one[2], one[3])):
             for name in want:
                 np.testing.assert_allclose(got[name][i], want[name], rtol=1e-5, atol=1e-6)
-    obs = {k: v[0] for k, v in batch.items()}
-    sample, _, _ = policy.step_sample(params, obs, policy.state0, jax.random.PRNGKey(2))
-    grads = jax.grad(lambda p: policy.step_log_prob(p, obs, sample, policy.state0)[0] + sum(
-        jnp.sum(v) for v in jax.tree.leaves(policy.step_distribution(p, obs, policy.state0)[0])))(params)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
 
 

@@ -5,7 +5,9 @@ the server's tokens, and its table equals the scripted run's (`polc refine
 examples/car_racing` without a key) on the same settings.
 
 Both runs use --quick (2 rounds, short episodes, 3 evaluation seeds): without it one run of
-2 rounds took 1 min 41 s here, and the test needs two."""
+2 rounds took 1 min 41 s here, and the test needs two. The scripted run is conftest's
+`bundled_car_racing_quick` (the README's command with --quick, played once per worker and
+shared with test_refine_scripted and test_report)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import json
 import pytest
 
 from llm_fake_server import FakeAPI, chat_completion
-from refine_helpers import KEY_VARIABLES, ROOT, table_without_wall_time
+from refine_helpers import BUNDLED_CAR_RACING, KEY_VARIABLES, ROOT, table_without_wall_time
 
 from polc.runtime.llm import read_exchanges
 
@@ -24,15 +26,16 @@ SETTINGS = ["--rounds", "2", "--quick", "-q"]
 
 
 @pytest.mark.slow
-def test_openai_with_the_scripted_replies_gives_the_scripted_table(tmp_path, monkeypatch, capsys):
+@BUNDLED_CAR_RACING
+def test_openai_with_the_scripted_replies_gives_the_scripted_table(tmp_path, monkeypatch, capsys,
+                                                                   bundled_car_racing_quick):
     from polc.cli import main
 
     for var in (*KEY_VARIABLES, "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    scripted = tmp_path / "scripted"
-    assert main(["refine", str(TASK), "-o", str(scripted), *SETTINGS]) == 0, capsys.readouterr().err
-    assert "SCRIPTED RECORDING" in capsys.readouterr().err
+    scripted, _, summary = bundled_car_racing_quick  # `polc refine examples/car_racing --quick`, no key
+    assert summary["settings"]["rounds"] == 2 and summary["settings"]["quick"]  # SETTINGS' rounds
 
     session = read_exchanges(TASK / "session" / "exchanges.jsonl")
     script = [(200, chat_completion(r["reply"], r["input_tokens"], r["output_tokens"]), 0) for r in session]

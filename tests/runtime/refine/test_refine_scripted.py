@@ -12,7 +12,7 @@ from polc.runtime.llm import LLMError, Message, ReplayBackend, ReplayMismatch, a
 from polc.runtime.refine.converse import Caller
 from polc.runtime.refine.scripted import (DEFAULT_MODEL, ManualBackend, ScriptedBackend, WaitingForReply,
                                           choose)
-from refine_helpers import replay_bundled_session
+from refine_helpers import BUNDLED_CAR_RACING
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -92,10 +92,10 @@ def test_the_scripted_session_refuses_another_feedback_mode(no_key, tmp_path, ca
 
 
 @pytest.mark.slow
-def test_the_bundled_session_end_to_end_quick(tmp_path):
+@BUNDLED_CAR_RACING
+def test_the_bundled_session_end_to_end_quick(bundled_car_racing_quick):
     """The README's main command, with --quick: real analyses, checks, fits, rollouts, evaluation."""
-    run = tmp_path / "run"
-    proc, summary = replay_bundled_session("car_racing", run, "--quick")
+    run, proc, summary = bundled_car_racing_quick
     rounds = summary["rounds"]
     assert [m["round"] for m in rounds] == [0, 1, 2] and rounds[-1]["final"]
     assert [m["move"]["kind"] for m in rounds[:2]] == ["REVISE", "REVISE"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from refine_helpers import fits_once  # noqa: F401  (module fixture)
-from refine_helpers import (ANALYSIS, BROKEN, FAST, GOOD, STOP, make_task, pol, replay_bundled_session, revise,
+from refine_helpers import (ANALYSIS, BROKEN, BUNDLED_CAR_RACING, FAST, GOOD, STOP, make_task, pol, revise,
                             run_loop)
 
 from polc.cli import main
@@ -309,10 +309,10 @@ def test_the_page_of_an_experiment_sets_table_1_beside_the_paper(browser, tmp_pa
 
 
 @pytest.mark.slow
-def test_the_page_of_the_bundled_car_racing_session(browser, tmp_path):
+@BUNDLED_CAR_RACING
+def test_the_page_of_the_bundled_car_racing_session(browser, tmp_path, bundled_car_racing_quick):
     """The README's `polc refine examples/car_racing` (--quick), then its page."""
-    run = tmp_path / "run"
-    _, summary = replay_bundled_session("car_racing", run, "--quick")
+    run, _, summary = bundled_car_racing_quick
     out = tmp_path / "car_racing.html"
     assert report(run, "-o", out) == 0
     browser.open(out)
