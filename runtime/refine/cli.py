@@ -189,7 +189,7 @@ def register(sub: Any) -> None:
                    help="what the model sees of a rollout: its own analysis, the whole table, or nothing")
     c.add_argument("-o", "--output", help="the run directory (default: runs/<task>-<time>)")
     c.add_argument("--resume", metavar="RUNDIR", help="continue an interrupted run")
-    c.add_argument("--quick", action="store_true", help="2 rounds, episodes cut at 300 steps (a shorter limit of the environment kept), 3 eval seeds, a short fit")
+    c.add_argument("--quick", action="store_true", help="2 rounds, episodes cut at 300 steps (a shorter limit of the environment kept), 3 eval seeds, at most 2 validation seeds, a short fit")
     c.add_argument("--rollout-episodes", type=int, default=2, help="traced episodes per round (training seeds)")
     c.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per round (unseen seeds)")
     c.add_argument("--validation-episodes", type=int, default=DEFAULT_VALIDATION_EPISODES, metavar="N",

@@ -119,11 +119,14 @@ class Settings:
 QUICK = dict(rollout_episodes=1, eval_episodes=3, max_steps=300, restarts=1, max_epochs=300, patience=30,
              quick=True)
 QUICK_ROUNDS = 2
+QUICK_VALIDATION_EPISODES = 2  # at most: fewer than the 3 evaluation seeds, as the default's 4 are fewer than 10
 
 
 def quick(settings: Settings) -> Settings:
-    """`settings` cut down for --quick (at most QUICK_ROUNDS rounds)."""
-    return replace(settings, rounds=min(settings.rounds, QUICK_ROUNDS), **QUICK)
+    """`settings` cut down for --quick (at most QUICK_ROUNDS rounds and QUICK_VALIDATION_EPISODES
+    validation episodes a round; `--validation-episodes 0` stays off)."""
+    return replace(settings, rounds=min(settings.rounds, QUICK_ROUNDS),
+                   validation_episodes=min(settings.validation_episodes, QUICK_VALIDATION_EPISODES), **QUICK)
 
 
 class FitFailed(Exception):

@@ -3,7 +3,8 @@
 Hypothesis writes random well-typed Pol programs as text (every op, function,
 reduction, indexing form, if/else, vector literals, mlps, noisy actions); each is
 parsed and checked, then the lowering must agree with `reference.evaluate` on
-random observations and perturbed weights, vmap must equal a loop, and the
+random observations and perturbed weights (every row of a vmapped batch; its first row
+also unbatched, which must give the same), and the
 gradient of the log-likelihood must be finite. Expressions are kept smooth and
 bounded where gradients are taken (log(1 + x^2), x / (1 + y^2), ...), since a
 NaN gradient there would be the program's fault, not the compiler's.
@@ -245,32 +246,35 @@ def test_lowering_agrees_with_the_reference_interpreter(text, seed):
     # One compile per program (the batch, the loop and the gradient together). Not with
     # XLA's backend optimisations off: that saved 5% here, and under it XLA:CPU gave an
     # infinite gradient for `max` of a vector weight (finite at the default level).
+    # The batch through vmap, its first row alone (a program's unbatched path, as a rollout of
+    # one environment runs it) and the gradient, all in one compile.
     @jax.jit
     def run(params, batch):
         vmapped = jax.vmap(policy.distribution, in_axes=(None, 0))(params, batch)
-        looped = [policy.distribution(params, {k: v[i] for k, v in batch.items()}) for i in range(B)]
         obs = {k: v[0] for k, v in batch.items()}
-        mean, std, _ = looped[0]
+        one = policy.distribution(params, obs)
+        mean, std, _ = one
         actions = {k: jax.lax.stop_gradient(mean[k] + 0.3 * std.get(k, 0.0)) for k in mean}
 
         def objective(p):
             mean, _ = policy.apply(p, obs)
             return policy.log_prob(p, obs, actions) + sum(jnp.sum(v) for v in mean.values())
 
-        return vmapped, looped, jax.value_and_grad(objective)(params)
+        return vmapped, one, jax.value_and_grad(objective)(params)
 
-    vmapped, looped, (objective, grads) = run(params, batch)
+    vmapped, one, (objective, grads) = run(params, batch)
     weights = {k: np.broadcast_to(np.asarray(v, np.float64), (B,) + np.shape(v))
                for k, v in policy.constrain(params).items()}
     ref = reference.run(tp, weights, batch, mlp_params={k: v for k, v in params.items() if "." in k}, batch=B)
 
-    for i, (mean, std, latents) in enumerate(looped):
+    rows = [jax.tree.map(lambda x, i=i: x[i], vmapped) for i in range(B)]
+    for i, (mean, std, latents) in enumerate(rows):
         assert set(latents) == {lat.name for lat in tp.latents} and set(mean) == {a.name for a in tp.actions}
         for name, value in {**latents, **mean}.items():
             assert_close(value, ref.values[name][i], f"{name} in\n{text}")
         for name, value in std.items():
             assert_close(value, ref.stds[name][i], f"std of {name} in\n{text}")
-        for got, want in zip(jax.tree.leaves(vmapped), jax.tree.leaves((mean, std, latents))):
-            np.testing.assert_allclose(np.asarray(got[i]), np.asarray(want), rtol=1e-5, atol=1e-6)
+    for got, want in zip(jax.tree.leaves(one), jax.tree.leaves(rows[0])):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
     assert math.isfinite(float(objective)), text
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads)), text
