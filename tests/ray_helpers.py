@@ -1,6 +1,8 @@
-"""What every Ray test module shares: its marks and a local Ray instance per module.
+"""What every Ray test module shares: its marks. Its local Ray instance is conftest's
+session fixture `cluster`, started by the first test that asks for it and shared by the Ray
+modules, which one xdist worker runs (the "ray" group).
 
-    from ray_helpers import RAY_MARKS, cluster  # noqa: F401 (a fixture)
+    from ray_helpers import RAY_MARKS
     pytestmark = RAY_MARKS
 
 The instance has 2 CPUs and binds 127.0.0.1 only (tests/conftest.py sets what Ray needs for
@@ -19,15 +21,3 @@ RAY_MARKS = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
 ]
 
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A local Ray instance for the module (2 CPUs, 127.0.0.1), shut down after it."""
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
-        yield
-    finally:
-        ray.shutdown()

@@ -18,7 +18,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray_helpers import RAY_MARKS, cluster  # noqa: E402, F401 (cluster: a fixture)
+from ray_helpers import RAY_MARKS  # noqa: E402
 
 from polc.cli import main as polc  # noqa: E402
 from polc.runtime.envs import toy  # noqa: E402

@@ -19,7 +19,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from quick_budget import use_quick_budget  # noqa: E402
-from ray_helpers import RAY_MARKS, cluster  # noqa: E402, F401 (cluster: a fixture)
+from ray_helpers import RAY_MARKS  # noqa: E402
 
 from polc.cli import main as polc  # noqa: E402
 from polc.runtime.cluster.graph import GraphError, Node, run_graph  # noqa: E402
