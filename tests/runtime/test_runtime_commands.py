@@ -99,6 +99,7 @@ def test_corrupt_table_is_a_clear_error(tmp_path, pol, capsys):
     assert code == 2 and "is not a readable Parquet table" in err
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_params_of_another_structure_are_refused(tmp_path, pol, capsys):
     params = tmp_path / "p.params"
     other = tmp_path / "other.pol"

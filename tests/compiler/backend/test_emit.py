@@ -136,6 +136,7 @@ def test_emitted_module_reads_like_the_source(tmp_path):
     assert imports == ["import jax", "import jax.numpy as jnp"]
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_emitted_python_literals_keep_jax_semantics(tmp_path):
     # 1 / 0 must be inf, not a ZeroDivisionError; comparisons of literals must not chain.
     module = load_module(emit.emit_python(typed(PROGRAM)), tmp_path)
@@ -234,6 +235,7 @@ def test_emitted_guarded_branches_have_the_lowering_s_finite_gradients(tmp_path)
     assert "k / jnp.where(s > 0.0, s, 1.0)" in emit.emit_python(tp)
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_emit_json_is_near_linear_in_the_number_of_declarations():
     """Each node's span once split the whole source again (a 20,000-latent chain: > 100 s).
     Timed in this process's CPU time, so another worker's load does not decide it, and both

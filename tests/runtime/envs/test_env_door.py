@@ -200,6 +200,7 @@ def test_shipped_demonstration_is_one_expert_episode_from_seed_0():
     assert np.all(t.column("action.grab") == 1.0)
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_polc_eval_reports_the_door_metric(tmp_path, capsys):
     pol = tmp_path / "still.pol"  # a policy that never moves: the door stays shut
     pol.write_text(Path(INITIAL).read_text().replace("clip(move[0], -1, 1)", "0").replace(

@@ -273,6 +273,7 @@ def test_the_declared_score_is_cached_per_structure_and_seeds(tmp_path, monkeypa
     assert runs == [2, 1, 2, 2] and len(list((tmp_path / "scores").glob("*.json"))) == 3
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_polc_fit_names_a_weight_the_fit_pinned_at_its_bound(demo_path, tmp_path, capsys):
     """The demonstration's gain is 0.8; capped at 0.3, the fit pushes kp onto the cap, and
     `polc fit` says so where it reports the fit, in `polc analyze`'s words."""

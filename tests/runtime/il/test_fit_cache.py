@@ -199,6 +199,7 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_demonstration_lengths_in_one_bucket_share_the_compiled_code(demo_path):
     from polc.runtime.il.train import bucket
 

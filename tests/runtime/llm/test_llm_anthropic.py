@@ -58,6 +58,7 @@ def test_success_system_parameter_and_tokens():
         ("user", "Hello"), ("assistant", "Hi."), ("user", "Revise it.")]
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_environment_base_url_options_and_missing_key(monkeypatch):
     with FakeAPI([(200, ok_body("via env"), 0)]) as fake:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)

@@ -45,6 +45,7 @@ def backend(url, **overrides):
     return OpenAIBackend("fake", OpenAIConfig(**config))
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_success_maps_roles_and_counts_tokens():
     with FakeAPI([(200, ok_body("revised!", 17, 9, reasoning=4, cached=6), 0)]) as fake:
         reply = backend(fake.url).complete(PROMPT)

@@ -137,6 +137,7 @@ def manual(tmp_path, *replies):
     return d
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_refine_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):
     from polc.cli import main
 
@@ -151,6 +152,7 @@ def test_refine_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_refine_ending_normally_exits_0(task, tmp_path, capsys):
     from polc.cli import main
 

@@ -197,6 +197,7 @@ def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
     assert (second / "exchanges.jsonl").read_text().count("\n") == 4
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, monkeypatch):
     """The whole path of a real model: SDK request, reply text, the provider's token counts."""
     from dataclasses import replace

@@ -121,6 +121,7 @@ def test_door_policy_wrapped_mean_equals_compiled_mean():
     assert np.allclose(np.asarray(out)[:, 3:], 0.1)  # the declared std, untouched
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_a_policy_without_noise_or_with_other_actions_is_refused():
     quiet = polc.loads(TOY_POL.replace(" ~ normal(std = s)", "", 1)).compile()
     with pytest.raises(BraxError, match='action "ay" has no noise'):

@@ -56,6 +56,7 @@ def test_resume_extends_the_budget_and_refuses_other_settings(tmp_path, pol, cap
     assert code == 0 and "2 updates, 8 resets" in err
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_resume_without_a_run_starts_one(tmp_path, pol, capsys):
     code, _, err = rl(capsys, pol, str(tmp_path / "new"), "--resets", "4", "--resume")
     assert code == 0 and "no run to resume" in err and "1 update, 4 resets" in err

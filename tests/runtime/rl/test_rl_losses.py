@@ -80,6 +80,7 @@ def test_a_window_clips_the_geometric_mean_of_its_step_ratios():
     assert j1 == pytest.approx((1.2 + 3.0) / 2, rel=1e-6)
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_partial_windows_count_their_real_steps_only():
     # T = 3, window 2: windows [0, 1] and [2, pad]; episode 1 ends after step 0.
     ratios = [[1.1, 1.1, 0.9], [1.05, 7.0, 7.0]]

@@ -176,6 +176,7 @@ def test_the_new_settings_are_polc_engine_flags(tmp_path, pol, capsys):
     assert code == 2 and "--min-std to the polc engine; --keep to the polc and es engines" in err
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_anneal_lr_scales_adams_step_by_the_std_scale():
     from polc.runtime.rl.losses import advantages
     from polc.runtime.rl.train import Updater

@@ -79,6 +79,7 @@ def test_episodes_depend_on_seed_and_key_not_on_the_number_of_envs():
     assert not np.array_equal(one.draws[0], one.draws[4])
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_logged_log_density_is_that_of_the_unclipped_draw():
     policy = compiled(toy.reach_policy(std=0.8))  # wide noise: many draws fall outside [-1, 1]
     with Collector(policy, SPEC, 1, asynchronous=False) as c:

@@ -77,6 +77,7 @@ def test_a_normal_analysis_prints_its_statistics(trace):
     assert result.output.splitlines() == ["50 rows", "mean speed 0.49", "gas on 25", "scratch ok"]
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_analyze_with_two_arguments_gets_the_demonstration_and_one_argument_does_not(trace, tmp_path):
     """Issue 37, item 7: the demonstration offered to analysis code as its own DataFrame."""
     demo = tmp_path / "demo.parquet"
@@ -111,6 +112,7 @@ def test_a_50_gb_allocation_hits_the_memory_limit(trace, allocation):
     assert "MemoryError" in result.output
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_a_fork_bomb_hits_the_process_limit_and_leaves_nothing_behind(trace):
     result = run("import os\ndef analyze(df):\n    while True:\n        os.fork()\n", trace)
     assert not result.ok and result.limit == "processes"
@@ -261,6 +263,7 @@ def test_a_socket_to_a_local_server_fails_inside(trace):
     assert result.error == "The analysis tried to use the network at line 3, which the sandbox disables."
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_code_errors_are_one_sentence(trace):
     assert run("def analyze(df):\n    return 1 +\n", trace).error == (
         "The analysis code has a syntax error at line 2: invalid syntax.")
@@ -286,6 +289,7 @@ def test_without_a_network_namespace_it_fails_closed(trace, monkeypatch, tmp_pat
     assert not marker.exists()
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 @pytest.mark.skipif(os.geteuid() != 0, reason="as non-root the user-namespace mode is the default")
 def test_user_namespace_mode_is_read_only_too(trace, monkeypatch):
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)

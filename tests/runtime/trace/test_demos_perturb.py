@@ -107,6 +107,7 @@ def test_car_racing_perturbs_only_the_named_actions(tmp_path, capsys):
         np.testing.assert_array_equal(t.column(f"executed.{name}"), t.column(f"action.{name}"))
 
 
+@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
 def test_fit_takes_a_clean_and_a_recovery_demonstration_together(tmp_path, pol, capsys, perturbed):
     """`polc fit --demos clean.parquet dart.parquet`: every row of both, episodes kept apart."""
     clean, params = str(tmp_path / "clean.parquet"), str(tmp_path / "fit.params")
