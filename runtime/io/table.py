@@ -52,11 +52,14 @@ traces are nearly all distinct floats, which dictionaries cannot compress.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
 import math
 import os
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
@@ -192,6 +195,24 @@ def episode_table(columns: Sequence[ColumnSpec], schema: pa.Schema, data: Mappin
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+@contextlib.contextmanager
+def _interruptions_held():
+    """SIGINT and SIGTERM held back while the block runs (in the main thread, where Python's
+    handlers run), and delivered when it ends. An episode is appended by a C call (pyarrow's),
+    after which a pending signal is raised at the next bytecode: before the episode was counted,
+    so the file held one more row group than the counts, and the finished episodes could not be
+    kept (their file did not read back as `rows` rows). Held, the interruption lands between
+    episodes."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 class TableWriter:
     """Writes a step table episode by episode; see the module docstring.
 
@@ -228,14 +249,15 @@ class TableWriter:
         if self._writer is None:
             raise TableError("the table is already closed")
         table = episode_table(self.columns, self.schema, data)
-        try:
-            with naming(self.path):
-                self._writer.write_table(table, row_group_size=max(1, table.num_rows))
-        except OSError:
-            self._failed = True
-            raise
-        self.episodes += 1
-        self.rows += table.num_rows
+        with _interruptions_held():  # the row group and the counts go together, or neither
+            try:
+                with naming(self.path):
+                    self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+            except OSError:
+                self._failed = True
+                raise
+            self.episodes += 1
+            self.rows += table.num_rows
 
     def _finish(self, target: str, complete: bool) -> None:
         """Close the file, check it reads back whole, and only then rename it to `target`;
