@@ -243,11 +243,10 @@ def test_lowering_agrees_with_the_reference_interpreter(text, seed):
     params = random_params(tp, policy, rng)
     batch = random_obs(tp, rng, B)
 
-    # One compile per program (the batch, the loop and the gradient together). Not with
+    # One compile per program: the batch through vmap, its first row alone (a program's
+    # unbatched path, as a rollout of one environment runs it) and the gradient. Not with
     # XLA's backend optimisations off: that saved 5% here, and under it XLA:CPU gave an
     # infinite gradient for `max` of a vector weight (finite at the default level).
-    # The batch through vmap, its first row alone (a program's unbatched path, as a rollout of
-    # one environment runs it) and the gradient, all in one compile.
     @jax.jit
     def run(params, batch):
         vmapped = jax.vmap(policy.distribution, in_axes=(None, 0))(params, batch)
