@@ -13,7 +13,6 @@ environment, so xdist's workers and every `polc` subprocess a test starts share 
 """
 
 import atexit
-import contextlib
 import os
 import shutil
 import sys
@@ -162,29 +161,19 @@ def bundled_car_racing_quick(tmp_path_factory):
     return run, proc, summary
 
 
-@contextlib.contextmanager
-def _ray_warnings_ignored():
-    """What RAY_MARKS ignores in the Ray modules, for the session's Ray start and shutdown (which
-    falls in the teardown of whichever test the worker runs last)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
-        warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray")
-        warnings.filterwarnings("ignore", category=ResourceWarning)
-        yield
-
-
 @pytest.fixture(scope="session")
 def cluster():
     """A local Ray instance (2 CPUs, 127.0.0.1) for the Ray modules (tests/ray_helpers.py), started
     once and shut down at the end of the session: starting one took 6-8 s per module. Ray
     replaces a worker a test kills, and `polc ... --ray` joins the running instance."""
     import ray
+    from ray_helpers import ray_warnings_ignored
 
-    with _ray_warnings_ignored():
+    with ray_warnings_ignored():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
         assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
         yield
     finally:
-        with _ray_warnings_ignored():
+        with ray_warnings_ignored():
             ray.shutdown()
