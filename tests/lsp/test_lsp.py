@@ -436,7 +436,7 @@ def mutations(text: str, n: int, seed: int = 0) -> list[str]:
     return out
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_mutated_examples_never_crash_the_server(lsp, tmp_path):
     text = CAR.read_text(encoding="utf-8")
     uri = lsp.open(text, tmp_path / "mutated.pol")

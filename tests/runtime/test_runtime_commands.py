@@ -19,7 +19,7 @@ from polc.runtime.io.table import read_table
 from toy_cli import pol, polc, toy_env  # noqa: F401  (fixtures and the in-process runner)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_demos_fit_rollout_eval_plot(tmp_path, pol, capsys):
     demos, params, trace = (str(tmp_path / n) for n in ("demos.parquet", "fit.params", "trace.parquet"))
     code, _, err = polc(capsys, "demos", "toy_reach", "--episodes", "6", "--seed", "3", "-o", demos, "-q")
@@ -99,7 +99,7 @@ def test_corrupt_table_is_a_clear_error(tmp_path, pol, capsys):
     assert code == 2 and "is not a readable Parquet table" in err
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_params_of_another_structure_are_refused(tmp_path, pol, capsys):
     params = tmp_path / "p.params"
     other = tmp_path / "other.pol"

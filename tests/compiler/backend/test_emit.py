@@ -95,19 +95,19 @@ def check_module_matches_lowering(tp, tmp_path, name="emitted"):
     return module
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_emitted_module_matches_the_in_process_compile(tmp_path):
     check_module_matches_lowering(typed(PROGRAM), tmp_path)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_emitted_examples_match_the_in_process_compile(path, tmp_path):
     with open(path) as f:
         check_module_matches_lowering(typed(f.read(), path), tmp_path, "example")
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_emitted_module_vmaps_over_a_batch(tmp_path):
     tp = typed(PROGRAM)
     module = load_module(emit.emit_python(tp), tmp_path)
@@ -136,7 +136,7 @@ def test_emitted_module_reads_like_the_source(tmp_path):
     assert imports == ["import jax", "import jax.numpy as jnp"]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_emitted_python_literals_keep_jax_semantics(tmp_path):
     # 1 / 0 must be inf, not a ZeroDivisionError; comparisons of literals must not chain.
     module = load_module(emit.emit_python(typed(PROGRAM)), tmp_path)
@@ -235,7 +235,7 @@ def test_emitted_guarded_branches_have_the_lowering_s_finite_gradients(tmp_path)
     assert "k / jnp.where(s > 0.0, s, 1.0)" in emit.emit_python(tp)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_emit_json_is_near_linear_in_the_number_of_declarations():
     """Each node's span once split the whole source again (a 20,000-latent chain: > 100 s).
     Timed in this process's CPU time, so another worker's load does not decide it, and both

@@ -150,7 +150,7 @@ def _dense(p, x):
     return x @ np.asarray(p["kernel"]) + np.asarray(p["bias"])
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_mlp_params_are_flax_dense_layers_and_apply_matches_numpy():
     policy = compile_text(MLP)
     params = policy.init(jax.random.PRNGKey(3))
@@ -171,7 +171,7 @@ def test_mlp_params_are_flax_dense_layers_and_apply_matches_numpy():
     assert float(actions["a"]) == pytest.approx(np.tanh(g + h[0]), rel=1e-5, abs=1e-6)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_init_is_deterministic_and_splits_one_key_per_mlp_in_key_order():
     policy = compile_text(MLP)
     a, b = policy.init(jax.random.PRNGKey(7)), policy.init(jax.random.PRNGKey(7))
@@ -185,7 +185,7 @@ def test_init_is_deterministic_and_splits_one_key_per_mlp_in_key_order():
     np.testing.assert_array_equal(a["h.mlp"]["Dense_0"]["kernel"], expect["Dense_0"]["kernel"])
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_unconstrain_passes_mlp_params_through():
     policy = compile_text(MLP.replace("tanh(g + h[0])", "tanh(k * g + h[0])") + "weight k : real >= 0 = 1\n")
     params = policy.init(jax.random.PRNGKey(0))
@@ -228,7 +228,7 @@ def test_log_prob_is_the_unclipped_diagonal_gaussian_of_the_stochastic_actions()
     assert float(policy.log_prob(params, {"x": 0.5}, {**act, "brake": 0.0})) == pytest.approx(lp)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_sample_adds_noise_to_stochastic_actions_only_and_clips():
     policy = compile_text(NOISY)
     params = policy.init(jax.random.PRNGKey(0))
@@ -341,7 +341,7 @@ def test_obs_are_cast_to_float32():
     assert latents["y"].dtype == jnp.float32 and actions["a"].dtype == jnp.float32
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_the_lowered_apply_is_the_program_a_person_would_write():
     policy = compile_text("""
         obs x : real[3]
@@ -430,7 +430,7 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
 """
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 @pytest.mark.parametrize("with_mlp", [False, True])
 def test_flax_is_imported_only_for_a_program_with_an_mlp_block(with_mlp):
     import json

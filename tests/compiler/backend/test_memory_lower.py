@@ -99,7 +99,7 @@ def test_vmap_over_environments(policy):
     np.testing.assert_allclose(nxt["integ"][1], one[3]["integ"])
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_grad_through_a_scan_over_steps(policy):
     params = policy.init(jax.random.PRNGKey(0))
     T = 10

@@ -87,7 +87,7 @@ def test_constants_in_shapes_slices_indices_keywords_and_expressions():
     assert p.analysis.intervals["far_x"].lo == -10 and p.analysis.intervals["far_x"].hi == 10
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_constant_reads_as_its_number_in_the_compiled_policy():
     import jax
 

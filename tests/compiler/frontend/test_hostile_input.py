@@ -182,7 +182,7 @@ def test_a_huge_program_is_refused_quickly_with_a_limit(family, tmp_path, capsys
     assert code == 1 and {d["code"] for d in diags} & {"E0005", "E0006"}
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_rendering_many_diagnostics_is_near_linear(tmp_path, capsys):
     """Each of n warnings (unused latents) once split the whole source again: quadratic."""
     def seconds(n: int) -> float:

@@ -40,7 +40,7 @@ def _json_eval(capsys, *extra) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_eval_with_ray_equals_the_local_evaluation(cluster, policy_file, capsys):
     args = [policy_file, "--env", "toy_reach", "--seeds", "6", "--sample"]
     local = _json_eval(capsys, *args)
@@ -49,7 +49,7 @@ def test_eval_with_ray_equals_the_local_evaluation(cluster, policy_file, capsys)
     assert len(remote["per_seed"]) == 6
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_rollout_with_ray_writes_the_local_trace(cluster, policy_file, tmp_path):
     import pyarrow.parquet as pq
 
@@ -63,7 +63,7 @@ def test_rollout_with_ray_writes_the_local_trace(cluster, policy_file, tmp_path)
     assert sorted(set(tb.column("episode").to_pylist())) == list(range(5))
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_one_rl_update_with_ray_reaches_the_local_params(cluster, policy_file, tmp_path):
     import polc as polc_lib
     from polc.runtime.io.params import load_params
@@ -83,7 +83,7 @@ def test_one_rl_update_with_ray_reaches_the_local_params(cluster, policy_file, t
     assert logs[1][0]["resets"] == 4
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_worker_killed_mid_evaluation_has_its_episodes_rerun(cluster, policy_file):
     import jax
     import polc as polc_lib
@@ -124,7 +124,7 @@ def test_an_address_nobody_answers_at_is_a_clear_error_naming_it():
     assert host_port("ray://127.0.0.1:10001") == ("127.0.0.1", 10001)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_without_ray_no_command_imports_ray(policy_file, tmp_path):
     code = (
         "import sys\n"

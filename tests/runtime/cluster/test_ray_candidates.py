@@ -48,7 +48,7 @@ def _fake_fit(marker: str = ""):
     return fit
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_candidates_on_ray_get_the_local_scores_in_order(cluster, monkeypatch):
     from polc.runtime.refine.work import Settings
 
@@ -62,7 +62,7 @@ def test_candidates_on_ray_get_the_local_scores_in_order(cluster, monkeypatch):
     assert [s.verdict for s in remote] == ["scored", "scored", "unfittable: the loss is not finite"]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_candidate_whose_worker_dies_is_rerun(cluster, monkeypatch, tmp_path):
     from polc.runtime.refine.work import Settings
 

@@ -118,7 +118,7 @@ def test_user_code_runs_in_the_sandbox(files, capsys):
     assert code == 0 and out == "rows 100 episodes 2\n" and err == ""
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_on_a_terminal_the_output_is_framed_as_the_analysis_s(files, capsys, monkeypatch):
     """A line the analysis prints as polc's own reads as the analysis's on a terminal."""
     import sys

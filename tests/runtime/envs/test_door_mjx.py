@@ -152,7 +152,7 @@ def test_mjx_step_matches_c_mujoco_for_the_same_controls(env, mjx_env):
     assert metric < 0.01 and float(state.done) == 0.0
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_mjx_reset_draws_doors_in_range_and_packs_obs_in_schema_order(mjx_env):
     import jax
 

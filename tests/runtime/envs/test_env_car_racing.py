@@ -44,14 +44,14 @@ def random_actions(n: int, seed: int) -> list[dict]:
     return [{"steer": x[0], "gas": x[1], "brake": x[2]} for x in a]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_random_actions_give_bit_identical_rewards_and_terminations():
     ours, stock = drive_both(3, random_actions(320, 0))
     assert len(ours) == 320
     assert ours == stock  # exact float equality, step by step
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_expert_driving_gives_bit_identical_rewards_over_tiles():
     env = SPEC.make()
     env.reset(seed=11)
@@ -341,7 +341,7 @@ def braking_actions(n: int, seed: int) -> list[dict]:
     return [{"steer": x[0], "gas": x[1], "brake": x[2]} for x in a]
 
 
-@pytest.mark.slow  # 2 s: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 2 s: left to the full suite (make test-fast runs the tests below it)
 @pytest.mark.parametrize("seed, driver", [(4, "random"), (6, "braking"), (11, "expert")])
 def test_the_scalar_car_is_gymnasiums_car_bit_for_bit(seed, driver):
     from polc.runtime.envs.car_dynamics import ScalarCar

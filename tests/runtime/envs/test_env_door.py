@@ -200,7 +200,7 @@ def test_shipped_demonstration_is_one_expert_episode_from_seed_0():
     assert np.all(t.column("action.grab") == 1.0)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_polc_eval_reports_the_door_metric(tmp_path, capsys):
     pol = tmp_path / "still.pol"  # a policy that never moves: the door stays shut
     pol.write_text(Path(INITIAL).read_text().replace("clip(move[0], -1, 1)", "0").replace(
@@ -215,7 +215,7 @@ def test_polc_eval_reports_the_door_metric(tmp_path, capsys):
     assert doc["success_rate"] == 0.0 and doc["per_seed"][0]["success"] is False  # a shut door never succeeds
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_polc_eval_reports_metaworlds_success_flag_of_each_episode(env, capsys):
     assert SPEC.success == "success"
     assert main(["eval", "--expert", "--env", "door", "--seeds", "2", "--json", "-q"]) == 0

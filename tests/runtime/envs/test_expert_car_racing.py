@@ -30,7 +30,7 @@ def test_two_unseen_seeds_quick():
     assert min(returns) >= 900, returns
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_ten_unseen_seeds_mean_at_least_900():
     returns = [episode(s)[0] for s in SPEC.eval_seeds[:10]]
     assert np.mean(returns) >= 900, returns

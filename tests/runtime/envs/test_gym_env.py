@@ -55,7 +55,7 @@ def pol(tmp_path):
     return str(path)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_dict_space_env_goes_through_every_command(tmp_path, pol, capsys):
     demo, params, trace = (str(tmp_path / n) for n in ("demo.parquet", "fit.params", "trace.parquet"))
     assert polc(capsys, "check", "--env", DICT_ENV, pol)[0] == 0

@@ -28,7 +28,7 @@ def _make(*ids: str) -> list[str]:
     return done.stdout.split("\n")[:-1]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_car_racing_and_door_are_made_by_gymnasium_id():
     lines = _make("polc/CarRacing-v0", "polc/DoorOpen-v0")
     assert [line.split()[:2] for line in lines] == [["polc/CarRacing-v0"] * 2, ["polc/DoorOpen-v0"] * 2]

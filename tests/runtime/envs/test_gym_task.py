@@ -15,7 +15,7 @@ FLAT_ENV = "gym:gym_test_envs:FlatReach-v0"
 DICT_ENV = "gym:gym_test_envs:DictReach-v0"
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_schema_writes_a_starter_pol_that_checks_and_fits(tmp_path, capsys):
     pol, demo, params = (str(tmp_path / n) for n in ("starter.pol", "demo.parquet", "fit.params"))
     assert polc(capsys, "schema", DICT_ENV, "-o", pol)[0] == 0

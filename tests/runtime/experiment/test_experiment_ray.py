@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[3]
 pytestmark = RAY_MARKS
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_steps_run_after_the_steps_they_need_and_finished_ones_are_not_sent(cluster):
     def make(name):
         return lambda deps: {"name": name, "deps": sorted(deps), "sum": 1 + sum(d["sum"] for d in deps.values()),
@@ -49,7 +49,7 @@ def test_steps_run_after_the_steps_they_need_and_finished_ones_are_not_sent(clus
     assert {r["pid"] for n, r in results.items() if n != "expert"} - {os.getpid()}  # they ran in workers
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_step_whose_worker_dies_once_is_rerun_on_another(cluster, tmp_path):
     marker = tmp_path / "died"
 
@@ -63,7 +63,7 @@ def test_a_step_whose_worker_dies_once_is_rerun_on_another(cluster, tmp_path):
     assert results["flaky"] == {"ok": True} and marker.exists()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_step_that_keeps_failing_is_named_after_every_step_not_needing_it_finished(cluster):
     def always_dies(deps):
         os._exit(1)

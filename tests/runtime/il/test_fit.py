@@ -62,7 +62,7 @@ def demos(demo_path) -> Demos:
     return load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_fitting_recovers_the_weights_that_generated_the_demonstration(demos):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
     result = fit(policy, demos, FitConfig(restarts=2, prior_scale=math.inf))
@@ -78,7 +78,7 @@ def test_fitting_recovers_the_weights_that_generated_the_demonstration(demos):
     assert info["restart"] == result.best.restart + 1 and info["epoch"] == result.best.best_epoch
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_actions_without_noise_are_fitted_by_squared_error(demos):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1).replace(" ~ normal(std = s)", ""))
     result = fit(policy, demos, FAST)
@@ -96,7 +96,7 @@ def test_actions_without_noise_are_fitted_by_squared_error(demos):
     assert float(w["kd"]) == pytest.approx(TRUE["kd"], rel=0.08)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_constraints_hold_by_construction(demos):
     # The demonstration wants kd = 0.6; a structure that caps it at 0.5 ends just inside the cap.
     policy = compiled(toy.reach_policy(kd=0.1).replace("weight kd : real >= 0", "weight kd : real in [0, 0.5]"))
@@ -125,7 +125,7 @@ def test_a_std_that_can_reach_zero_is_named(demos):
         fit(policy, demos, FAST)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_divergence_is_reported_not_returned(demos):
     # Gains below the demonstration's and no clip on the action: an enormous first step
     # sends kp = exp(u) and the mean to infinity.
@@ -153,7 +153,7 @@ def _with_far(prior: str, kp_prior: str = "") -> str:
     return src + f'weight k_far : real = 1.0 {prior} "push when far from the target"\n'
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_map_pulls_an_unexcited_weight_to_its_prior_and_keeps_the_identified_ones(demos):
     config = FitConfig(batch_size=512, restarts=1, prior_scale=math.inf)
     # A weak, off-centre prior on kp (sd 1 around 0.5) hardly moves it from the data's 0.8.
@@ -166,7 +166,7 @@ def test_map_pulls_an_unexcited_weight_to_its_prior_and_keeps_the_identified_one
     assert float(plain.constrain(fit(plain, demos, config).params)["k_far"]) == pytest.approx(1.0, abs=1e-6)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_prior_scale_holds_mean_weights_near_their_declared_values_but_not_the_noise_std(demos):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.5))
     result = fit(policy, demos, FitConfig(batch_size=512, restarts=1, prior_scale=0.01))
@@ -180,7 +180,7 @@ def test_prior_scale_holds_mean_weights_near_their_declared_values_but_not_the_n
     assert fit(policy, demos, FAST).info()["config"]["prior_scale"] is None  # inf is not JSON
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_closed_loop_check_scores_declared_and_fitted_weights_on_training_seeds(demos):
     # Declared: the expert's gains; the demonstration came from weaker ones, which the fit copies.
     policy = compiled(toy.reach_policy())
@@ -213,7 +213,7 @@ def test_choose_keeps_the_better_weights_on_the_training_seeds():
         choose(better, "declared")
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_polc_fit_warns_when_the_fit_is_worse_in_closed_loop(demo_path, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(registry._REGISTRY, toy.NAME, toy.SPEC)
     pol, out = tmp_path / "reach.pol", tmp_path / "fit.params"
@@ -273,7 +273,7 @@ def test_the_declared_score_is_cached_per_structure_and_seeds(tmp_path, monkeypa
     assert runs == [2, 1, 2, 2] and len(list((tmp_path / "scores").glob("*.json"))) == 3
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_polc_fit_names_a_weight_the_fit_pinned_at_its_bound(demo_path, tmp_path, capsys):
     """The demonstration's gain is 0.8; capped at 0.3, the fit pushes kp onto the cap, and
     `polc fit` says so where it reports the fit, in `polc analyze`'s words."""

@@ -111,7 +111,7 @@ def test_the_cache_fills_under_xdg_cache_home_and_gives_the_same_weights(pol_pat
     assert off.stderr.count("\n") == cold.stderr.count("\n")  # the same messages, no cache noise
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_jax_compilation_cache_dir_is_respected(pol_path, demo_path, tmp_path):
     own = tmp_path / "own"
     child_fit(pol_path, demo_path, tmp_path / "x.params", tmp_path / "xdg", JAX_COMPILATION_CACHE_DIR=str(own))
@@ -146,7 +146,7 @@ def test_polc_no_compile_cache_turns_it_off(fresh_cache_state, monkeypatch, tmp_
     assert jaxcache.enable() is None and fresh_cache_state == [] and not any(tmp_path.iterdir())
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_an_unwritable_cache_directory_warns_once_and_fit_still_runs(fresh_cache_state, monkeypatch, tmp_path,
                                                                      pol_path, demo_path, capsys):
     blocker = tmp_path / "not-a-directory"
@@ -162,7 +162,7 @@ def test_an_unwritable_cache_directory_warns_once_and_fit_still_runs(fresh_cache
     assert fresh_cache_state == [] and out.exists()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_second_fit_of_the_same_structure_compiles_nothing(demo_path):
     demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
     config = FitConfig(restarts=2, max_epochs=30, prior_scale=0.5)
@@ -179,7 +179,7 @@ def test_a_second_fit_of_the_same_structure_compiles_nothing(demo_path):
     assert n_fresh > 0 and _same(fresh.params, other.params) and fresh.best == other.best
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_another_structure_gets_its_own_step(demo_path):
     demos = load_demos(read_table(demo_path), compiled(toy.reach_policy()).program)
     config = FitConfig(restarts=1, max_epochs=5, prior_scale=math.inf)
@@ -199,7 +199,7 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_demonstration_lengths_in_one_bucket_share_the_compiled_code(demo_path):
     from polc.runtime.il.train import bucket
 

@@ -114,7 +114,7 @@ def test_non_finite_values_are_listed_by_column(tmp_path):
     assert non_finite_columns(table_of(tmp_path, episode(2), name="ok.parquet")) == []
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_polc_fit_warns_about_a_partial_out_of_range_demo_and_refuses_it_under_strict(tmp_path, capsys):
     from polc.cli import main
 

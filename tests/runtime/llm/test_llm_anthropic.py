@@ -42,7 +42,7 @@ def backend(url, **overrides):
     return AnthropicBackend("fake", AnthropicConfig(**config))
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_success_system_parameter_and_tokens():
     with FakeAPI([(200, ok_body("revised!", 17, 9, cache_read=6, thinking=True), 0)]) as fake:
         reply = backend(fake.url).complete(PROMPT)
@@ -58,7 +58,7 @@ def test_success_system_parameter_and_tokens():
         ("user", "Hello"), ("assistant", "Hi."), ("user", "Revise it.")]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_environment_base_url_options_and_missing_key(monkeypatch):
     with FakeAPI([(200, ok_body("via env"), 0)]) as fake:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
@@ -73,7 +73,7 @@ def test_environment_base_url_options_and_missing_key(monkeypatch):
         make_backend("anthropic:claude-sonnet-4-5")
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_401_and_404():
     with FakeAPI([(401, error_body("authentication_error", "invalid x-api-key"), 0),
                   (404, error_body("not_found_error", "model: fake"), 0)]) as fake:
@@ -84,7 +84,7 @@ def test_401_and_404():
     assert len(fake.requests) == 2
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_429_honours_retry_after_and_overloaded_529_is_retried():
     script = [(429, error_body("rate_limit_error", "slow down"), 0, {"Retry-After": "1"}),
               (529, error_body("overloaded_error", "Overloaded"), 0),
@@ -97,7 +97,7 @@ def test_429_honours_retry_after_and_overloaded_529_is_retried():
             backend(fake.url, attempts=2).complete(PROMPT)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_garbage_empty_and_truncated_replies():
     script = [(200, b"<html>proxy error</html>", 0), (200, ok_body(None), 0),
               (200, ok_body("latent a =", stop="max_tokens"), 0), (200, ok_body(None, stop="refusal"), 0)]
@@ -113,7 +113,7 @@ def test_garbage_empty_and_truncated_replies():
             b.complete(PROMPT)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_hang_ends_at_the_attempt_timeout_and_the_call_limit():
     with FakeAPI([(200, ok_body(), 3)] * 3) as fake:
         with pytest.raises(ConnectionFailed, match="did not answer within 0.3 s, 2 attempts"):

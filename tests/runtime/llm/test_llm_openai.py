@@ -45,7 +45,7 @@ def backend(url, **overrides):
     return OpenAIBackend("fake", OpenAIConfig(**config))
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_success_maps_roles_and_counts_tokens():
     with FakeAPI([(200, ok_body("revised!", 17, 9, reasoning=4, cached=6), 0)]) as fake:
         reply = backend(fake.url).complete(PROMPT)
@@ -144,7 +144,7 @@ def test_reply_cut_at_the_token_limit():
             backend(fake.url).complete(PROMPT)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_hang_ends_at_the_attempt_timeout_and_the_call_limit():
     with FakeAPI([(200, ok_body(), 3)] * 2) as fake:
         with pytest.raises(ConnectionFailed, match="did not answer within 0.3 s, 2 attempts"):
@@ -170,7 +170,7 @@ def test_connection_refused():
 from refine_helpers import ANALYSIS, STOP, fits_once, revise, task  # noqa: E402,F401 - fixtures
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_refine_on_the_toy_task_through_an_openai_compatible_server(task, tmp_path, monkeypatch, capsys):
     import json
 

@@ -134,7 +134,7 @@ def test_errors_and_replies_within_the_limit_pass_through():
 
 @pytest.mark.parametrize("script", [[("trickle", ok_body("x" * 400))], [("silent",)] * 5],
                          ids=["trickling reply", "never answers, retried"])
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_gemini_calls_end_within_their_limit(gemini_env, script):
     with SlowGemini(script) as server:
         gemini_env.setenv("POLC_GEMINI_BASE_URL", server.url)
@@ -161,7 +161,7 @@ except TimedOut as e:
 """
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_an_abandoned_call_does_not_keep_the_process_alive(gemini_env):
     with SlowGemini([("trickle", ok_body("x" * 400))]) as server:
         gemini_env.setenv("POLC_GEMINI_BASE_URL", server.url)
@@ -172,7 +172,7 @@ def test_an_abandoned_call_does_not_keep_the_process_alive(gemini_env):
     assert "did not finish its reply within 1 s" in proc.stdout
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_refine_stops_cleanly_on_a_trickling_model_and_resume_continues(task, tmp_path, gemini_env, capsys):
     from polc.cli import main
 

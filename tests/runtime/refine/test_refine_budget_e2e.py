@@ -112,7 +112,7 @@ def stopped_then_resumed(task, prices, tmp_path, monkeypatch, capsys, reference,
     return summary
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_token_budget_stops_before_the_call_then_resume_with_more_finishes(task, prices, reference, tmp_path,
                                                                             monkeypatch, capsys):
     exchanges, _ = reference
@@ -128,7 +128,7 @@ def test_a_token_budget_stops_before_the_call_then_resume_with_more_finishes(tas
                                                                                  "max_cost": None}
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_cost_budget_stops_before_the_call_then_resume_with_more_finishes(task, prices, reference, tmp_path,
                                                                            monkeypatch, capsys):
     exchanges, _ = reference
@@ -141,7 +141,7 @@ def test_a_cost_budget_stops_before_the_call_then_resume_with_more_finishes(task
     assert "prices.toml" in summary["cost"]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_budget_below_the_first_call_stops_before_any_request(task, prices, reference, tmp_path, monkeypatch,
                                                                 capsys):
     exchanges, ref_table = reference

@@ -69,7 +69,7 @@ def population_run(task, tmp_path_factory):
     return run, fake.requests
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_three_candidates_are_recorded_and_the_best_is_kept(population_run):
     run, requests = population_run
     assert len(requests) == len(REPLIES)
@@ -113,7 +113,7 @@ def test_three_candidates_are_recorded_and_the_best_is_kept(population_run):
     assert purposes[2:4] == ["candidate 2 of 3", "candidate 3 of 3"]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_replaying_the_population_run_gives_the_same_table(population_run, task, tmp_path, capsys):
     from polc.cli import main
 
@@ -135,7 +135,7 @@ def test_replaying_the_population_run_gives_the_same_table(population_run, task,
     assert [e["reply"] for e in replayed] == REPLIES
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_server_answering_n_gives_candidates_2_and_3_in_one_request(population_run, task, tmp_path, capsys,
                                                                       monkeypatch):
     """The same population with the server returning both extra candidates for one request

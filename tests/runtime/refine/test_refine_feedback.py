@@ -28,14 +28,14 @@ def runs(task, tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", ["analysis", "table", "none"])
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_every_token_the_model_was_sent_is_counted(runs, mode):
     loop, model, _ = runs[mode]
     assert sum(m.llm["input_tokens"] for m in loop.history) == sum(tokens(render(p)) for p in model.prompts)
     assert sum(m.llm["calls"] for m in loop.history) == len(model.prompts)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_table_mode_sends_the_whole_trace_as_csv(runs):
     loop, model, path = runs["table"]
     prompt = model.prompts[0][-1].text
@@ -48,7 +48,7 @@ def test_table_mode_sends_the_whole_trace_as_csv(runs):
     assert len(model.prompts) == 2  # one call per round: the move
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_analysis_mode_never_sends_the_table(runs):
     loop, model, path = runs["analysis"]
     csv = table_csv(read_table(str(RunDir(path).round_dir(0) / "trace.parquet")))
@@ -76,7 +76,7 @@ def test_the_table_costs_what_it_weighs(runs):
     assert [m.resets for m in table.history] == [2, 2]  # the traced seed, and it with the declared weights
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_task_without_an_instance_header_names_its_episodes_seeds(runs):
     """The toy task's task.md has no `instance:` line: no Car Racing word ("track") in its prompts."""
     loop, model, _ = runs["analysis"]

@@ -29,7 +29,7 @@ def nan_near(target: float, demo_targets: np.ndarray) -> str:
                       'latent far').replace("- kd * vel", "- kd * vel + 0 * odd")
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_revision_whose_action_is_nan_is_sent_back_and_nothing_is_lost(task, tmp_path):
     from polc.runtime.refine.work import rollout_seeds
 
@@ -51,7 +51,7 @@ def test_a_revision_whose_action_is_nan_is_sent_back_and_nothing_is_lost(task, t
     assert (d / "trace.parquet").is_file() and m1.eval is not None
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_nan_actions_that_never_go_away_end_the_run_as_unusable(task, tmp_path):
     from dataclasses import replace
 
@@ -80,7 +80,7 @@ def partial_copy(demo_path, into):
     return w.abort()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_the_model_is_shown_where_the_demonstration_leaves_the_declared_ranges(task, tmp_path):
     from dataclasses import replace
 
@@ -137,7 +137,7 @@ def manual(tmp_path, *replies):
     return d
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_refine_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):
     from polc.cli import main
 
@@ -152,7 +152,7 @@ def test_refine_ending_on_unusable_replies_exits_4(task, tmp_path, capsys):
     capsys.readouterr()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_refine_ending_normally_exits_0(task, tmp_path, capsys):
     from polc.cli import main
 

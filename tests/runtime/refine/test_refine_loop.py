@@ -15,7 +15,7 @@ from polc.runtime.llm import read_exchanges, render
 from polc.runtime.refine.rundir import RunDir
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_run_revises_then_stops_and_keeps_every_file(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(), ANALYSIS, STOP])
     assert [m.move_kind for m in loop.history] == ["REVISE", "STOP"]
@@ -38,7 +38,7 @@ def test_a_run_revises_then_stops_and_keeps_every_file(task, tmp_path):
         in first and "imitation learning" in first
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_calls_tokens_and_resets_are_counted_per_round(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(), ANALYSIS, STOP])
     sent = [tokens(render(p)) for p in model.prompts]
@@ -52,7 +52,7 @@ def test_calls_tokens_and_resets_are_counted_per_round(task, tmp_path):
     assert [r["input_tokens"] for r in records] == sent
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_revision_failing_check_is_repaired(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(BROKEN), pol(GOOD), ANALYSIS, STOP])
     m0 = loop.history[0]
@@ -72,7 +72,7 @@ def test_a_revision_still_failing_after_every_repair_ends_the_run(task, tmp_path
     assert not (RunDir(tmp_path / "run").round_dir(0) / "next.pol").exists()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_an_unfittable_structure_is_regenerated(task, tmp_path):
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, revise(UNFITTABLE), pol(GOOD), ANALYSIS, STOP])
     m1 = loop.history[1]
@@ -89,7 +89,7 @@ def test_fitting_that_never_succeeds_ends_the_run(task, tmp_path):
     assert loop.history[-1].eval is None
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_test_move_runs_more_analysis_until_the_limit(task, tmp_path):
     more = CODE.replace('"steps"', '"rows"')
     loop, model = run_loop(task, tmp_path / "run", [ANALYSIS, "MOVE: TEST\nMore.\n" + py(more), STOP])
@@ -147,7 +147,7 @@ def assert_trace_records_what_polc_rollout_records(d, k: int, m: dict, seeds: li
     assert meta["params"]["file"] == "params.json" and meta["params"]["sha256"] == params_sha256(saved)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 @pytest.mark.parametrize("keep", ["best", "fitted"])
 def test_every_round_chooses_the_weights_as_polc_fit_does(task, tmp_path, keep):
     """Without feedback nothing is shown to the model, yet keep-better still rolls out the declared
@@ -179,7 +179,7 @@ def test_with_declared_puts_back_the_declared_weights_and_records_the_fit():
     assert kept.info["keep"] == {"kept": "declared", "reason": "worse"} and kept.info["loss"] == "x"
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
     from polc.runtime.refine.loop import Loop
     from polc.runtime.task import load_task
@@ -197,7 +197,7 @@ def test_a_recorded_run_replays_strictly_to_the_same_results(task, tmp_path):
     assert (second / "exchanges.jsonl").read_text().count("\n") == 4
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_round_with_gemini_against_a_fake_server_on_localhost(task, tmp_path, monkeypatch):
     """The whole path of a real model: SDK request, reply text, the provider's token counts."""
     from dataclasses import replace

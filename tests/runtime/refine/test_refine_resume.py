@@ -39,7 +39,7 @@ def essentials(history):
 
 
 @pytest.mark.parametrize("phase", PHASES)
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_crash_in_any_phase_loses_only_that_round(task, reference, tmp_path, phase):
     run_path = tmp_path / "run"
     with pytest.raises(Crash):
@@ -55,7 +55,7 @@ def test_a_crash_in_any_phase_loses_only_that_round(task, reference, tmp_path, p
     assert not list(run_path.glob("round_0?/**/.*.tmp"))
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_crash_in_a_later_round_keeps_the_earlier_ones(task, reference, tmp_path):
     run_path = tmp_path / "run"
     with pytest.raises(Crash):

@@ -169,7 +169,7 @@ def report(*args: str) -> int:
     return main(["report", *map(str, args)])
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_the_page_of_a_run_renders_offline_with_every_round(run_dir, browser, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(run_dir, run)
@@ -328,7 +328,7 @@ def test_the_page_of_the_bundled_car_racing_session(browser, tmp_path, bundled_c
     assert len(browser.screenshot().getcolors(1 << 16) or range(1 << 16)) > 50
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_an_experiments_rl_curves_are_drawn_from_its_rl_logs(run_dir, browser, tmp_path):
     """The RL logs of a real `polc rl` run (the toy task's round 1, two updates) under an
     experiment's rl/refined/seed0: its curve, after the refinement's resets."""
@@ -395,7 +395,7 @@ def test_bad_inputs_are_refused_and_write_nothing(run_dir, tmp_path, kept, capsy
              message="Semantic error")
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_an_output_that_is_not_html_is_a_usage_error(run_dir, tmp_path, capsys):
     assert report(run_dir, "-o", tmp_path / "page.png") == 2
     assert "polc report writes one .html file" in capsys.readouterr().err

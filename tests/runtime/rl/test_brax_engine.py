@@ -80,7 +80,7 @@ def toy_policy():
     return polc.loads(TOY_POL).compile()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_deterministic_action_is_the_compiled_mean_and_log_prob_agrees(toy_policy):
     """Actions are declared (ay, ax) but the environment's order is (ax, ay)."""
     apply = jax.jit(policy_apply(toy_policy, TOY))
@@ -103,7 +103,7 @@ def test_deterministic_action_is_the_compiled_mean_and_log_prob_agrees(toy_polic
     assert np.all(np.asarray(dist.postprocess(draws)) == np.asarray(draws))  # no squashing
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_door_policy_wrapped_mean_equals_compiled_mean():
     policy = polc.load(DOOR_POL).compile()
     params = policy.init(jax.random.PRNGKey(0))
@@ -121,7 +121,7 @@ def test_door_policy_wrapped_mean_equals_compiled_mean():
     assert np.allclose(np.asarray(out)[:, 3:], 0.1)  # the declared std, untouched
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_policy_without_noise_or_with_other_actions_is_refused():
     quiet = polc.loads(TOY_POL.replace(" ~ normal(std = s)", "", 1)).compile()
     with pytest.raises(BraxError, match='action "ay" has no noise'):

@@ -18,7 +18,7 @@ def rl(capsys, pol, out, *extra):
                 "-q", *extra)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_rl_writes_params_log_curve_that_eval_and_rollout_load(tmp_path, pol, capsys):
     out = str(tmp_path / "run")
     code, _, err = rl(capsys, pol, out, "--resets", "10", "--lr", "0.05")
@@ -44,7 +44,7 @@ def test_rl_writes_params_log_curve_that_eval_and_rollout_load(tmp_path, pol, ca
     assert code == 0 and "Diagnostics of policy" in report and "weights from the trace's weight columns" in report
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_resume_extends_the_budget_and_refuses_other_settings(tmp_path, pol, capsys):
     out = str(tmp_path / "run")
     assert rl(capsys, pol, out, "--resets", "4")[0] == 0
@@ -56,7 +56,7 @@ def test_resume_extends_the_budget_and_refuses_other_settings(tmp_path, pol, cap
     assert code == 0 and "2 updates, 8 resets" in err
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_resume_without_a_run_starts_one(tmp_path, pol, capsys):
     code, _, err = rl(capsys, pol, str(tmp_path / "new"), "--resets", "4", "--resume")
     assert code == 0 and "no run to resume" in err and "1 update, 4 resets" in err

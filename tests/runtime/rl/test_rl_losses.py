@@ -80,7 +80,7 @@ def test_a_window_clips_the_geometric_mean_of_its_step_ratios():
     assert j1 == pytest.approx((1.2 + 3.0) / 2, rel=1e-6)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_partial_windows_count_their_real_steps_only():
     # T = 3, window 2: windows [0, 1] and [2, pad]; episode 1 ends after step 0.
     ratios = [[1.1, 1.1, 0.9], [1.05, 7.0, 7.0]]
@@ -93,7 +93,7 @@ def test_partial_windows_count_their_real_steps_only():
     assert j == pytest.approx((w00 + w01 + w10) / 4, rel=1e-6)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_gradient_vanishes_once_a_window_is_clipped():
     def j(logp):
         return window_objective(logp, jnp.zeros(2)[None], jnp.ones((1, 2)), jnp.ones((1, 2)), 0.2, 2)[0]
@@ -105,7 +105,7 @@ def test_gradient_vanishes_once_a_window_is_clipped():
     np.testing.assert_allclose(inside, [[1.1 / 2, 1.1 / 2]], rtol=1e-5)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_loss_on_a_policy_is_minus_the_objective_and_starts_at_ratio_one():
     policy = polc.loads(toy.reach_policy(std=0.5), "reach.pol", analyze=False).compile()
     params = policy.init(jax.random.PRNGKey(0))

@@ -86,7 +86,7 @@ def test_the_std_floor_lets_a_near_deterministic_fit_explore(tmp_path):
     assert float(policy.constrain(result.params)["s"]) < 0.01
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_keep_best_keeps_the_better_held_out_params(tmp_path):
     # Good gains and a learning rate so large, without the trust region, that RL wrecks them.
     policy = compiled(toy.reach_policy(std=0.3))
@@ -115,7 +115,7 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_run_with_the_new_settings_resumes_bit_for_bit(tmp_path):
     policy = compiled(TINY)
     params = policy.init(jax.random.PRNGKey(0))
@@ -151,7 +151,7 @@ def test_a_checkpoint_written_before_these_settings_resumes_as_the_paper_ran():
         (0.0, 0.0, 0.0, False, "last")
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_cli_resume_keeps_the_new_settings_and_refuses_others(tmp_path, pol, capsys):
     out = str(tmp_path / "run")
     common = ("rl", pol, "--env", "toy_reach", "-o", out, "--n-envs", "1", "--episodes-per-update", "4", "-q")
@@ -176,7 +176,7 @@ def test_the_new_settings_are_polc_engine_flags(tmp_path, pol, capsys):
     assert code == 2 and "--min-std to the polc engine; --keep to the polc and es engines" in err
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_anneal_lr_scales_adams_step_by_the_std_scale():
     from polc.runtime.rl.losses import advantages
     from polc.runtime.rl.train import Updater

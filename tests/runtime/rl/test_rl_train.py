@@ -79,7 +79,7 @@ def test_episodes_depend_on_seed_and_key_not_on_the_number_of_envs():
     assert not np.array_equal(one.draws[0], one.draws[4])
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_logged_log_density_is_that_of_the_unclipped_draw():
     policy = compiled(toy.reach_policy(std=0.8))  # wide noise: many draws fall outside [-1, 1]
     with Collector(policy, SPEC, 1, asynchronous=False) as c:
@@ -120,7 +120,7 @@ def test_budget_counts_resets_and_stops_before_exceeding_it(tmp_path, count_rese
     assert not os.path.exists(tmp_path / "b" / PARAMS)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_constraints_hold_under_large_updates(tmp_path):
     # A huge learning rate without the trust region throws the unconstrained values far;
     # the constrained ones stay inside.
@@ -147,7 +147,7 @@ def _untimed(log: dict) -> dict:
     return dict(log, elapsed_s=None, log=[{k: v for k, v in r.items() if k not in TIMING} for r in log["log"]])
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_resume_continues_bit_for_bit(tmp_path):
     policy = compiled(toy.reach_policy(kp=0.3, kd=0.1, std=0.3))
     params = policy.init(jax.random.PRNGKey(0))
@@ -187,7 +187,7 @@ def test_checkpoint_holds_the_next_key_and_counters(tmp_path):
 LEARN = RLConfig(resets=160, lr=0.05, minibatches=4, seeds_per_update=4)
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_rl_improves_the_toy_policy_past_a_threshold(tmp_path):
     """From weak gains (kp 0.2, kd 0.05, noise 0.3: return -8.3 on 20 unseen seeds, the
     expert's gains give -3.2), 160 resets of RL (8 updates) reach better than -4."""
@@ -220,7 +220,7 @@ def test_a_checkpoint_of_another_run_is_named_for_what_differs():
                                                                               "(lr 0.007 -> 0.01)")
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_the_curve_is_redrawn_every_few_updates_and_after_the_last(tmp_path, monkeypatch):
     from polc.runtime.rl import curve, run as rl_run
 

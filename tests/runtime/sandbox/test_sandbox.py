@@ -77,7 +77,7 @@ def test_a_normal_analysis_prints_its_statistics(trace):
     assert result.output.splitlines() == ["50 rows", "mean speed 0.49", "gas on 25", "scratch ok"]
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_analyze_with_two_arguments_gets_the_demonstration_and_one_argument_does_not(trace, tmp_path):
     """Issue 37, item 7: the demonstration offered to analysis code as its own DataFrame."""
     demo = tmp_path / "demo.parquet"
@@ -89,14 +89,14 @@ def test_analyze_with_two_arguments_gets_the_demonstration_and_one_argument_does
     assert result.ok and result.output.splitlines()[0] == "50 rows"
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_infinite_loop_is_stopped_by_the_cpu_limit(trace):
     result = run("def analyze(df):\n    while True:\n        pass\n", trace)
     assert not result.ok and result.limit == "cpu"
     assert result.error == "The analysis was killed after the CPU-time limit of 3 s."
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_sleeping_forever_is_stopped_by_the_wall_clock_limit(trace):
     result = run("import time\ndef analyze(df):\n    time.sleep(3600)\n", trace, wall_seconds=4)
     assert not result.ok and result.limit == "wall"
@@ -112,7 +112,7 @@ def test_a_50_gb_allocation_hits_the_memory_limit(trace, allocation):
     assert "MemoryError" in result.output
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_a_fork_bomb_hits_the_process_limit_and_leaves_nothing_behind(trace):
     result = run("import os\ndef analyze(df):\n    while True:\n        os.fork()\n", trace)
     assert not result.ok and result.limit == "processes"
@@ -263,7 +263,7 @@ def test_a_socket_to_a_local_server_fails_inside(trace):
     assert result.error == "The analysis tried to use the network at line 3, which the sandbox disables."
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_code_errors_are_one_sentence(trace):
     assert run("def analyze(df):\n    return 1 +\n", trace).error == (
         "The analysis code has a syntax error at line 2: invalid syntax.")
@@ -289,7 +289,7 @@ def test_without_a_network_namespace_it_fails_closed(trace, monkeypatch, tmp_pat
     assert not marker.exists()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 @pytest.mark.skipif(os.geteuid() != 0, reason="as non-root the user-namespace mode is the default")
 def test_user_namespace_mode_is_read_only_too(trace, monkeypatch):
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)

@@ -67,7 +67,7 @@ def test_a_clean_demonstration_has_no_executed_columns(tmp_path, capsys):
     assert not t.names("executed") and "perturb" not in t.metadata
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_fit_imitates_the_recorded_actions_of_a_perturbed_demonstration(tmp_path, pol, capsys, perturbed):
     params = str(tmp_path / "fit.params")
     code, _, _ = polc(capsys, "fit", pol, "--demos", perturbed.path, "-o", params, "--epochs", "300",
@@ -107,7 +107,7 @@ def test_car_racing_perturbs_only_the_named_actions(tmp_path, capsys):
         np.testing.assert_array_equal(t.column(f"executed.{name}"), t.column(f"action.{name}"))
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_fit_takes_a_clean_and_a_recovery_demonstration_together(tmp_path, pol, capsys, perturbed):
     """`polc fit --demos clean.parquet dart.parquet`: every row of both, episodes kept apart."""
     clean, params = str(tmp_path / "clean.parquet"), str(tmp_path / "fit.params")

@@ -67,7 +67,7 @@ def test_traced_rollouts_are_bit_identical_to_the_gymnasium_path(monkeypatch, sa
             same(e.columns[k], f.columns[k])
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 def test_rl_collection_is_bit_identical_to_the_gymnasium_path_on_the_toy(monkeypatch):
     policy = polc.loads(RUNAWAY, "reach.pol", analyze=False).compile()
     seeds = list(range(200, 209))
@@ -121,7 +121,7 @@ def test_stepping_a_finished_env_without_a_reset_is_refused():
     envs_.close()
 
 
-@pytest.mark.slow  # 1.5 s or more: left to the full suite, so make test-fast stays under 2 min
+@pytest.mark.slow  # 1.5 s or more: left to the full suite (make test-fast runs the tests below it)
 @pytest.mark.parametrize("grouped", [True, False])
 def test_traced_weight_columns_are_the_weights_the_step_computed_bit_for_bit(grouped):
     """The weights are constrained once per run, not in every traced step: each row holds
