@@ -227,14 +227,18 @@ def _compiled_update(policy, clip: float, window: int, lr: float, min_std: float
         return optax.apply_updates(params, jax.tree.map(lambda u: s * u, updates))
 
     def trust(params, updates, batch, std_scale):
-        """The largest s in 1, 1/2, ... (HALVINGS times) whose step keeps the KL within target_kl, its KL; 0 if none."""
-        kl = lambda s: approx_kl(logp(moved(params, updates, s), batch.obs, batch.actions, std_scale),  # noqa: E731
-                                 batch.logp, batch.mask)
-        s, k, v = jax.lax.while_loop(lambda c: (c[2] > target_kl) & (c[1] < HALVINGS),
-                                     lambda c: (c[0] * 0.5, c[1] + 1, kl(c[0] * 0.5)),
-                                     (jnp.float32(1.0), 0, kl(jnp.float32(1.0))))
-        ok = v <= target_kl
-        return jnp.where(ok, s, 0.0), jnp.where(ok, v, kl(jnp.float32(0.0)))
+        """The largest s in 1, 1/2, ... (HALVINGS times) whose step keeps the KL within target_kl, its KL; 0 if none
+        (and the KL of not moving). The candidates 1, 1/2, ..., 2^-HALVINGS, 0 are tried in one loop whose body
+        holds the only copy of the policy's log-probability: XLA compiles each copy, and three copies (the first
+        try, the halvings, the fallback) took a structure's update seconds to compile."""
+        def body(c):
+            s, k, _, _ = c
+            v = approx_kl(logp(moved(params, updates, s), batch.obs, batch.actions, std_scale), batch.logp, batch.mask)
+            done = (v <= target_kl) | (s == 0.0)  # a NaN KL, like HALVINGS halvings, falls back to 0
+            return jnp.where(done, s, jnp.where((v > target_kl) & (k < HALVINGS), s * 0.5, 0.0)), k + 1, v, done
+
+        s, _, v, _ = jax.lax.while_loop(lambda c: ~c[3], body, (jnp.float32(1.0), 0, jnp.float32(jnp.nan), False))
+        return s, v
 
     def step(carry, idx):
         params, opt_state, stopped, batch, std_scale, lr_scale = carry
