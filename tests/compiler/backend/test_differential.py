@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import example, given, HealthCheck, settings
 from hypothesis import strategies as st
 
-from polc.analysis import reference
+from polc.analysis import reference, transforms
 from polc.check.program import check_program
 from polc.backend.lower import lower
 from polc.frontend.parse import parse_program
@@ -221,11 +221,13 @@ def assert_close(actual, expected, what: str) -> None:
 
 def random_params(tp, policy, rng: np.random.Generator) -> dict:
     """Weights moved off their initial values (so the transforms matter), random mlps.
-    (`policy.init` itself is tested in test_lower; flax's eager init would dominate here.)"""
-    params = policy.unconstrain({w.name: np.asarray(w.init) for w in tp.weights})
+    (`policy.init` and `policy.unconstrain` are tested in test_lower; here the transform runs in
+    NumPy, as jax's eager ops would compile a program for each new shape.)"""
+    params = {w.name: transforms.unconstrain(np.broadcast_to(np.asarray(w.init, np.float32), w.type.shape),
+                                             w.lo, w.hi, np).astype(np.float32) for w in tp.weights}
     params = {k: v + rng.normal(0.0, 0.7, v.shape).astype(np.float32) for k, v in params.items()}
     for key, variables in reference.random_mlp_params(tp, rng).items():
-        params[key] = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), variables["params"])
+        params[key] = jax.tree.map(lambda a: np.asarray(a, np.float32), variables["params"])
     return params
 
 
@@ -244,8 +246,9 @@ def test_lowering_agrees_with_the_reference_interpreter(text, seed):
     batch = random_obs(tp, rng, B)
 
     # One compile per program: the batch through vmap, its first row alone (a program's
-    # unbatched path, as a rollout of one environment runs it) and the gradient. Not with
-    # XLA's backend optimisations off: that saved 5% here, and under it XLA:CPU gave an
+    # unbatched path, as a rollout of one environment runs it), the gradient and the constrained
+    # weights; what comes back is read in NumPy (jax's eager ops compile one program per shape).
+    # Not with XLA's backend optimisations off: that saved 5% here, and under it XLA:CPU gave an
     # infinite gradient for `max` of a vector weight (finite at the default level).
     @jax.jit
     def run(params, batch):
@@ -259,11 +262,10 @@ def test_lowering_agrees_with_the_reference_interpreter(text, seed):
             mean, _ = policy.apply(p, obs)
             return policy.log_prob(p, obs, actions) + sum(jnp.sum(v) for v in mean.values())
 
-        return vmapped, one, jax.value_and_grad(objective)(params)
+        return vmapped, one, jax.value_and_grad(objective)(params), policy.constrain(params)
 
-    vmapped, one, (objective, grads) = run(params, batch)
-    weights = {k: np.broadcast_to(np.asarray(v, np.float64), (B,) + np.shape(v))
-               for k, v in policy.constrain(params).items()}
+    vmapped, one, (objective, grads), constrained = jax.tree.map(np.asarray, run(params, batch))
+    weights = {k: np.broadcast_to(np.asarray(v, np.float64), (B,) + np.shape(v)) for k, v in constrained.items()}
     ref = reference.run(tp, weights, batch, mlp_params={k: v for k, v in params.items() if "." in k}, batch=B)
 
     rows = [jax.tree.map(lambda x, i=i: x[i], vmapped) for i in range(B)]
@@ -276,4 +278,4 @@ def test_lowering_agrees_with_the_reference_interpreter(text, seed):
     for got, want in zip(jax.tree.leaves(one), jax.tree.leaves(rows[0])):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
     assert math.isfinite(float(objective)), text
-    assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads)), text
+    assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads)), text
