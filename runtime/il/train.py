@@ -377,14 +377,18 @@ def fit(policy, demos: Demos, config: FitConfig = FitConfig(), progress: bool = 
     train, val = (split_episodes if has_memory(policy) else split)(demos, config.val_fraction, config.seed)
     start = _initial(policy, config, 0)
     trainer = _Trainer(policy, start, train, val, config)
-    why = diagnose_nonfinite(policy, start, demos, trainer.step.distribution)
-    if why:
-        raise FitError(f"the imitation loss is not finite at the initial weights: {why}")
     results, best_params = [], None
     with _progress(progress, config) as bar:
         for r in range(config.restarts):
             params = start if r == 0 else _initial(policy, config, r)
             res, flat = _restart(trainer, params, r, config, bar)
+            if r == 0 and res.best_epoch == 0:
+                # Never better than the initial weights: a loss not finite there makes the first
+                # epoch diverge (or the validation loss NaN), so this is where to say which value
+                # is at fault. Asked only then: the diagnosis compiles the policy over every row.
+                why = diagnose_nonfinite(policy, start, demos, trainer.step.distribution)
+                if why:
+                    raise FitError(f"the imitation loss is not finite at the initial weights: {why}")
             results.append(res)
             if math.isfinite(res.val_loss) and (best_params is None or res.val_loss < best.val_loss):
                 best, best_params = res, flat

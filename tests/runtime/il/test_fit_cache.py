@@ -208,14 +208,16 @@ def test_demonstration_lengths_in_one_bucket_share_the_compiled_code(demo_path):
     config = FitConfig(restarts=1, max_epochs=3, prior_scale=0.5, batch_size=64)
     policy = compiled(toy.reach_policy(kp=0.4))
     # 240 rows: 192 training rows, 3 batches of 64 padded to 4 (the 4th, padding only, is
-    # no Adam step); 48 validation rows padded to 64; all 240 (the finiteness check) to 256.
+    # no Adam step); 48 validation rows padded to 64.
     fit(policy, demos.take(np.arange(240)), config)
-    # 250 and 256 rows: 200 and 205 training rows (4 batches), 50 and 51 validation rows.
+    # 250, 256 and 300 rows: 200, 205 and 240 training rows (4 batches), 50, 51 and 60 validation rows.
     _, n = compiles_during(lambda: fit(policy, demos.take(np.arange(250)), config))
     _, n2 = compiles_during(lambda: fit(policy, demos.take(np.arange(256)), config))
-    assert n == 0 and n2 == 0
-    _, n3 = compiles_during(lambda: fit(policy, demos.take(np.arange(300)), config))  # the next bucket
-    assert n3 > 0
+    _, n3 = compiles_during(lambda: fit(policy, demos.take(np.arange(300)), config))
+    assert n == 0 and n2 == 0 and n3 == 0
+    assert demos.size >= 420  # 336 training rows: 6 batches, padded to 8; 84 validation rows to 128
+    _, n4 = compiles_during(lambda: fit(policy, demos.take(np.arange(420)), config))  # the next bucket
+    assert n4 > 0
 
 
 def _host_loop(policy, demos, config: FitConfig):
